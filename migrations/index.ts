@@ -1,0 +1,10 @@
+import type { Knex } from 'knex';
+import * as syncState from './001_sync_state.js';
+
+export interface Migration {
+  readonly name: string;
+  up(knex: Knex, schema: string): Promise<void>;
+}
+
+/** Every migration, in order. Forward-only: a released migration is never edited, only followed. */
+export const migrations: readonly Migration[] = [{ name: '001_sync_state', up: syncState.up }];

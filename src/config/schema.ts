@@ -1,0 +1,236 @@
+import { validate as validateCron } from 'node-cron';
+import { z } from 'zod';
+
+/**
+ * The whole configuration, parsed once from environment variables at start-up.
+ * Keys of `envSchema` are the variable names, so every error names the variable the operator set.
+ */
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+const port = (fallback: number) =>
+  z.coerce
+    .number({ error: 'must be a TCP port number' })
+    .int('must be a whole number')
+    .min(0, 'must be from 0 to 65535')
+    .max(65535, 'must be from 0 to 65535')
+    .default(fallback);
+
+const positiveInt = (fallback: number) =>
+  z.coerce
+    .number({ error: 'must be a number' })
+    .int('must be a whole number')
+    .positive('must be > 0')
+    .default(fallback);
+
+const seconds = (fallback: number) =>
+  z.coerce.number({ error: 'must be a number of seconds' }).nonnegative('must be >= 0').default(fallback);
+
+const cron = (fallback: string) =>
+  z
+    .string()
+    .trim()
+    .default(fallback)
+    .refine((v) => v === 'off' || validateCron(v), 'must be a cron expression (e.g. "*/5 * * * *") or "off"');
+
+const httpUrl = z
+  .string()
+  .trim()
+  .refine((v) => URL.canParse(v) && /^https?:$/.test(new URL(v).protocol), 'must be an http(s) URL');
+
+const optionalText = z
+  .string()
+  .trim()
+  .transform((v) => (v === '' ? undefined : v))
+  .optional();
+
+const identifier = z
+  .string()
+  .trim()
+  .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier (letters, digits, _)');
+
+export const envSchema = z.object({
+  REVIEWS_API_URL: httpUrl.optional(),
+  REVIEWS_API_KEY: optionalText,
+  DATABASE_URL: z
+    .string()
+    .trim()
+    .refine((v) => v === '' || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// URL')
+    .transform((v) => (v === '' ? undefined : v))
+    .optional(),
+  DB_SCHEMA: identifier.default('review_mirror'),
+  DB_POOL_MAX: positiveInt(10),
+  DATA_DIR: z.string().trim().min(1, 'must not be empty').default('./data'),
+  HTTP_PORT: port(8080),
+  ADMIN_PORT: port(9464),
+  HTTP_HOST: z.string().trim().min(1).default('0.0.0.0'),
+  ADMIN_HOST: z.string().trim().min(1).default('0.0.0.0'),
+  LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
+  SHUTDOWN_GRACE_SECONDS: seconds(8),
+
+  API_CONNECT_TIMEOUT_SECONDS: seconds(5),
+  API_REQUEST_TIMEOUT_SECONDS: seconds(30),
+  API_MAX_RETRIES: z.coerce.number().int('must be a whole number').min(0, 'must be >= 0').default(6),
+  API_RETRY_BUDGET_SECONDS: seconds(120),
+  API_PAGE_SIZE: z.coerce
+    .number()
+    .int()
+    .min(1, 'must be from 1 to 100')
+    .max(100, 'must be from 1 to 100')
+    .default(100),
+
+  SYNC_REVIEWS_CRON: cron('* * * * *'),
+  SYNC_DIRECTORY_CRON: cron('*/15 * * * *'),
+  SYNC_RECONCILE_CRON: cron('17 3 * * *'),
+  SYNC_OVERLAP_SECONDS: seconds(600),
+  DIRECTORY_DETAIL_CONCURRENCY: positiveInt(4),
+
+  WEBHOOK_PATH: z.string().trim().startsWith('/', 'must start with /').default('/webhooks/review-created'),
+  WEBHOOK_SECRETS: z
+    .string()
+    .optional()
+    .transform((v) =>
+      (v ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s.length > 0),
+    ),
+  WEBHOOK_TOLERANCE_SECONDS: seconds(300),
+  WEBHOOK_MAX_BODY_BYTES: positiveInt(1024 * 1024),
+  WEBHOOK_PUBLIC_URL: z
+    .string()
+    .trim()
+    .refine((v) => v === '' || (URL.canParse(v) && /^https?:$/.test(new URL(v).protocol)), 'must be a URL')
+    .transform((v) => (v === '' ? undefined : v))
+    .optional(),
+  WEBHOOK_HEALTH_CRON: cron('*/5 * * * *'),
+  TLS_CERT_FILE: optionalText,
+  TLS_KEY_FILE: optionalText,
+});
+
+export type Env = z.input<typeof envSchema>;
+
+export interface Config {
+  readonly api: {
+    /** Base URL of the platform; `/api/v1/partner/...` is appended. Absent until configured. */
+    readonly url: string | undefined;
+    readonly key: string | undefined;
+    readonly connectTimeoutMs: number;
+    readonly requestTimeoutMs: number;
+    readonly maxRetries: number;
+    readonly retryBudgetMs: number;
+    readonly pageSize: number;
+  };
+  readonly db: {
+    /** Real PostgreSQL when set; otherwise an embedded PGlite database under `dataDir`. */
+    readonly url: string | undefined;
+    readonly schema: string;
+    readonly poolMax: number;
+  };
+  readonly dataDir: string;
+  readonly http: { readonly host: string; readonly port: number };
+  readonly admin: { readonly host: string; readonly port: number };
+  readonly logLevel: (typeof LOG_LEVELS)[number];
+  readonly shutdownGraceMs: number;
+  readonly sync: {
+    readonly reviewsCron: string;
+    readonly directoryCron: string;
+    readonly reconcileCron: string;
+    readonly overlapMs: number;
+    readonly detailConcurrency: number;
+  };
+  readonly webhook: {
+    readonly path: string;
+    /** Secrets from the environment; secrets stored by `webhooks register` are added at run time. */
+    readonly secrets: readonly string[];
+    readonly toleranceSeconds: number;
+    readonly maxBodyBytes: number;
+    readonly publicUrl: string | undefined;
+    readonly healthCron: string;
+    readonly tlsCertFile: string | undefined;
+    readonly tlsKeyFile: string | undefined;
+  };
+}
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+/** Parses already-resolved variables (see `loadConfig` for the `*_FILE` indirection). Pure. */
+export function parseConfig(env: Record<string, string | undefined>): Config {
+  const result = envSchema.safeParse(env);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const variable = String(issue.path[0] ?? 'configuration');
+    // Never echo the value: it may be a secret.
+    throw new ConfigError(`invalid configuration: ${variable} ${issue.message}`);
+  }
+  const e = result.data;
+  if ((e.TLS_CERT_FILE === undefined) !== (e.TLS_KEY_FILE === undefined)) {
+    throw new ConfigError('invalid configuration: TLS_CERT_FILE and TLS_KEY_FILE must be set together');
+  }
+  return deepFreeze({
+    api: {
+      url: e.REVIEWS_API_URL?.replace(/\/+$/, ''),
+      key: e.REVIEWS_API_KEY,
+      connectTimeoutMs: e.API_CONNECT_TIMEOUT_SECONDS * 1000,
+      requestTimeoutMs: e.API_REQUEST_TIMEOUT_SECONDS * 1000,
+      maxRetries: e.API_MAX_RETRIES,
+      retryBudgetMs: e.API_RETRY_BUDGET_SECONDS * 1000,
+      pageSize: e.API_PAGE_SIZE,
+    },
+    db: { url: e.DATABASE_URL, schema: e.DB_SCHEMA, poolMax: e.DB_POOL_MAX },
+    dataDir: e.DATA_DIR,
+    http: { host: e.HTTP_HOST, port: e.HTTP_PORT },
+    admin: { host: e.ADMIN_HOST, port: e.ADMIN_PORT },
+    logLevel: e.LOG_LEVEL,
+    shutdownGraceMs: e.SHUTDOWN_GRACE_SECONDS * 1000,
+    sync: {
+      reviewsCron: e.SYNC_REVIEWS_CRON,
+      directoryCron: e.SYNC_DIRECTORY_CRON,
+      reconcileCron: e.SYNC_RECONCILE_CRON,
+      overlapMs: e.SYNC_OVERLAP_SECONDS * 1000,
+      detailConcurrency: e.DIRECTORY_DETAIL_CONCURRENCY,
+    },
+    webhook: {
+      path: e.WEBHOOK_PATH,
+      secrets: e.WEBHOOK_SECRETS,
+      toleranceSeconds: e.WEBHOOK_TOLERANCE_SECONDS,
+      maxBodyBytes: e.WEBHOOK_MAX_BODY_BYTES,
+      publicUrl: e.WEBHOOK_PUBLIC_URL,
+      healthCron: e.WEBHOOK_HEALTH_CRON,
+      tlsCertFile: e.TLS_CERT_FILE,
+      tlsKeyFile: e.TLS_KEY_FILE,
+    },
+  });
+}
+
+/** The API settings, for commands that talk to the platform; names the missing variable otherwise. */
+export function requireApi(config: Config): { url: string; key: string } {
+  if (config.api.url === undefined) {
+    throw new ConfigError('invalid configuration: REVIEWS_API_URL is required for this command');
+  }
+  if (config.api.key === undefined) {
+    throw new ConfigError(
+      'invalid configuration: REVIEWS_API_KEY (or REVIEWS_API_KEY_FILE) is required for this command',
+    );
+  }
+  return { url: config.api.url, key: config.api.key };
+}
+
+/** Every secret value in the configuration, for the log scrubber. */
+export function configSecrets(config: Config): string[] {
+  const dbPassword =
+    config.db.url === undefined ? undefined : decodeURIComponent(new URL(config.db.url).password);
+  return [config.api.key, dbPassword, ...config.webhook.secrets].filter(
+    (s): s is string => s !== undefined && s !== '',
+  );
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object') {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}

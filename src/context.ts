@@ -1,0 +1,32 @@
+import { loadConfig } from './config/load.js';
+import { type Config, configSecrets } from './config/schema.js';
+import { type Db, type DbOptions, dbOptionsFromConfig, openDb } from './db/connect.js';
+import { type Logger, makeLogger, SecretScrubber } from './log.js';
+
+/** What every command starts from: the parsed configuration, a logger that cannot leak secrets. */
+export interface Context {
+  readonly config: Config;
+  readonly log: Logger;
+  readonly scrubber: SecretScrubber;
+}
+
+export function makeContext(env: NodeJS.ProcessEnv = process.env): Context {
+  const config = loadConfig(env);
+  const scrubber = new SecretScrubber(configSecrets(config));
+  const log = makeLogger({ level: config.logLevel, scrubber });
+  return { config, log, scrubber };
+}
+
+/** Opens the configured database, runs `fn`, and closes it whatever happens. */
+export async function withDb<T>(
+  ctx: Context,
+  fn: (db: Db) => Promise<T>,
+  options?: Partial<DbOptions>,
+): Promise<T> {
+  const db = await openDb({ ...dbOptionsFromConfig(ctx.config, ctx.log), ...options });
+  try {
+    return await fn(db);
+  } finally {
+    await db.close();
+  }
+}

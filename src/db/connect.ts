@@ -1,0 +1,119 @@
+import { resolve } from 'node:path';
+import knexFactory, { type Knex } from 'knex';
+import ClientPgLite from 'knex-pglite';
+import pg from 'pg';
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../log.js';
+import { lockDataDir } from './dataDirLock.js';
+
+// Timestamps stay JS Dates (pg's default); numeric and bigint come back as exact strings on both backends.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => v);
+
+export type Backend = 'postgres' | 'embedded';
+
+/** An open database: the knex instance and the schema every table of ours lives in. */
+export interface Db {
+  readonly knex: Knex;
+  readonly schema: string;
+  readonly backend: Backend;
+  /** Schema-qualified table name for knex (`review_mirror.reviews`): we never rely on search_path. */
+  table(name: string): string;
+  /**
+   * Runs `fn` while holding a cluster-wide lock named `key`. On PostgreSQL the lock is a session
+   * advisory lock on a connection of its own, never one a pooler could hand to someone else; the
+   * embedded database belongs to one process already, so there it just runs `fn`.
+   */
+  withLock<T>(key: string, fn: () => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+export interface DbOptions {
+  url: string | undefined;
+  schema: string;
+  poolMax: number;
+  /** Directory of the embedded database; `undefined` with no url means in-memory (tests). */
+  dataDir: string | undefined;
+  log?: Logger;
+}
+
+export function dbOptionsFromConfig(config: Config, log?: Logger): DbOptions {
+  return {
+    url: config.db.url,
+    schema: config.db.schema,
+    poolMax: config.db.poolMax,
+    dataDir: config.dataDir,
+    log,
+  };
+}
+
+export async function openDb(options: DbOptions): Promise<Db> {
+  if (options.url !== undefined) {
+    const knex = knexFactory({
+      client: 'pg',
+      connection: { connectionString: options.url, application_name: 'review-mirror' },
+      pool: { min: 0, max: options.poolMax },
+      acquireConnectionTimeout: 30_000,
+    });
+    const url = options.url;
+    const withLock = async <T>(key: string, fn: () => Promise<T>): Promise<T> => {
+      const session = new pg.Client({ connectionString: url, application_name: 'review-mirror-lock' });
+      await session.connect();
+      try {
+        await session.query('select pg_advisory_lock(hashtextextended($1, 0))', [key]);
+        return await fn();
+      } finally {
+        // Ending the session releases the lock even when an unlock could not be sent.
+        await session.end();
+      }
+    };
+    return makeDb(knex, options.schema, 'postgres', withLock, async () => knex.destroy());
+  }
+
+  let releaseLock: (() => Promise<void>) | undefined;
+  let connection: Record<string, string> = {};
+  if (options.dataDir !== undefined) {
+    const dir = resolve(options.dataDir);
+    releaseLock = await lockDataDir(dir, {
+      onCompromised: (e) => options.log?.error({ err: e }, 'embedded database lock lost'),
+    });
+    connection = { filename: resolve(dir, 'pgdata') };
+  }
+  const knex = knexFactory({ client: ClientPgLite, dialect: 'postgres', connection });
+  try {
+    await knex.raw('select 1');
+  } catch (error) {
+    await releaseLock?.();
+    throw error;
+  }
+  return makeDb(
+    knex,
+    options.schema,
+    'embedded',
+    (_key, fn) => fn(),
+    async () => {
+      await knex.destroy();
+      await releaseLock?.();
+    },
+  );
+}
+
+function makeDb(
+  knex: Knex,
+  schema: string,
+  backend: Backend,
+  withLock: Db['withLock'],
+  close: () => Promise<void>,
+): Db {
+  let closed: Promise<void> | undefined;
+  return {
+    knex,
+    schema,
+    backend,
+    table: (name) => `${schema}.${name}`,
+    withLock,
+    close: () => {
+      closed ??= close();
+      return closed;
+    },
+  };
+}

@@ -1,0 +1,38 @@
+import type { Knex } from 'knex';
+import { type Migration, migrations } from '../../migrations/index.js';
+import type { Db } from './connect.js';
+
+/** knex's migration source, handing each migration the schema it must create its tables in. */
+function sourceFor(schema: string): Knex.MigrationSource<Migration> {
+  return {
+    getMigrations: async () => [...migrations],
+    getMigrationName: (m) => m.name,
+    getMigration: async (m) => ({ up: (knex: Knex) => m.up(knex, schema), down: async () => {} }),
+  };
+}
+
+const migratorConfig = (schema: string): Knex.MigratorConfig => ({
+  migrationSource: sourceFor(schema),
+  schemaName: schema,
+  tableName: 'knex_migrations',
+});
+
+/**
+ * Brings the schema up to date and returns the names it applied. Concurrent callers (two replicas
+ * starting at once) queue on a lock, so the later one finds nothing left to do instead of failing
+ * on knex's own migration lock.
+ */
+export async function migrate(db: Db): Promise<string[]> {
+  return db.withLock(`review-mirror:migrate:${db.schema}`, async () => {
+    await db.knex.raw('create schema if not exists ??', [db.schema]);
+    const [, applied] = (await db.knex.migrate.latest(migratorConfig(db.schema))) as [number, string[]];
+    return applied;
+  });
+}
+
+export async function pendingMigrations(db: Db): Promise<string[]> {
+  const exists = await db.knex.schema.withSchema(db.schema).hasTable('knex_migrations');
+  if (!exists) return migrations.map((m) => m.name);
+  const [, pending] = (await db.knex.migrate.list(migratorConfig(db.schema))) as [unknown, Migration[]];
+  return pending.map((m) => m.name);
+}

@@ -1,0 +1,28 @@
+import { randomBytes } from 'node:crypto';
+import { type Db, openDb } from '../../src/db/connect.js';
+import { migrate } from '../../src/db/migrate.js';
+
+/** The real PostgreSQL server when CI sets it; otherwise tests run on an in-memory embedded database. */
+export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL || undefined;
+
+export function uniqueSchema(prefix = 't'): string {
+  return `${prefix}_${randomBytes(6).toString('hex')}`;
+}
+
+/**
+ * A migrated database of its own for one test file: a fresh schema on the real server, or a
+ * fresh in-memory PGlite. `close` drops the schema again.
+ */
+export async function freshDb(options: { migrate?: boolean } = {}): Promise<Db> {
+  const schema = uniqueSchema();
+  const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 5, dataDir: undefined });
+  if (options.migrate !== false) await migrate(db);
+  const close = db.close;
+  return {
+    ...db,
+    close: async () => {
+      if (db.backend === 'postgres') await db.knex.raw('drop schema if exists ?? cascade', [schema]);
+      await close();
+    },
+  };
+}
