@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import * as syncState from './001_sync_state.js';
+import * as reviews from './002_reviews.js';
 
 export interface Migration {
   readonly name: string;
@@ -7,4 +8,7 @@ export interface Migration {
 }
 
 /** Every migration, in order. Forward-only: a released migration is never edited, only followed. */
-export const migrations: readonly Migration[] = [{ name: '001_sync_state', up: syncState.up }];
+export const migrations: readonly Migration[] = [
+  { name: '001_sync_state', up: syncState.up },
+  { name: '002_reviews', up: reviews.up },
+];

@@ -1,0 +1,45 @@
+import type { Review } from '../partner-api/schema.js';
+
+/** A review as stored: spec 2.1 flattened, plus when the platform produced this version of it. */
+export interface ReviewRow {
+  id: string;
+  review_number: string;
+  created_at: string;
+  rating: number;
+  comment: string | null;
+  is_verified: boolean;
+  reviewer_name: string | null;
+  reviewer_email: string | null;
+  professional_id: string | null;
+  professional_name: string | null;
+  observed_at: Date;
+}
+
+export function toReviewRow(review: Review, observedAt: Date): ReviewRow {
+  return {
+    id: review.id,
+    review_number: review.review_number,
+    created_at: review.created_at,
+    rating: review.rating,
+    comment: review.comment,
+    is_verified: review.is_verified,
+    reviewer_name: review.reviewer.name,
+    reviewer_email: review.reviewer.email,
+    professional_id: review.professional?.id ?? null,
+    professional_name: review.professional?.name ?? null,
+    observed_at: observedAt,
+  };
+}
+
+/**
+ * One row per id, the most recently observed version winning. Postgres refuses an upsert that
+ * touches the same row twice, and a burst of deliveries can carry the same review twice.
+ */
+export function latestPerId(rows: readonly ReviewRow[]): ReviewRow[] {
+  const byId = new Map<string, ReviewRow>();
+  for (const row of rows) {
+    const seen = byId.get(row.id);
+    if (!seen || row.observed_at.getTime() >= seen.observed_at.getTime()) byId.set(row.id, row);
+  }
+  return [...byId.values()];
+}

@@ -1,0 +1,84 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../src/db/connect.js';
+import { latestPerId, type ReviewRow } from '../../src/mirror/reviewRow.js';
+import { upsertReviews } from '../../src/mirror/upsertReviews.js';
+import { freshDb } from '../helpers/db.js';
+
+const row = (over: Partial<ReviewRow> = {}): ReviewRow => ({
+  id: '6f1c2a5e-8a7b-4c1d-9e2f-0a1b2c3d4e5f',
+  review_number: 'R-0A1B2C3D',
+  created_at: '2026-11-01T10:00:00.000Z',
+  rating: 4.5,
+  comment: 'Très bien 👍 "quoted"\nsecond line',
+  is_verified: true,
+  reviewer_name: 'Zoë',
+  reviewer_email: null,
+  professional_id: null,
+  professional_name: null,
+  observed_at: new Date('2026-11-01T10:00:05.000Z'),
+  ...over,
+});
+
+describe('latestPerId', () => {
+  it('keeps the most recently observed version of each id', () => {
+    const older = row({ comment: 'old', observed_at: new Date(1000) });
+    const newer = row({ comment: 'new', observed_at: new Date(2000) });
+    expect(latestPerId([newer, older]).map((r) => r.comment)).toEqual(['new']);
+    expect(latestPerId([older, newer]).map((r) => r.comment)).toEqual(['new']);
+  });
+});
+
+describe('upsertReviews', () => {
+  let db: Db;
+  beforeAll(async () => {
+    db = await freshDb();
+  });
+  afterAll(async () => db?.close());
+
+  const read = async (id: string) => db.knex(db.table('reviews')).where({ id }).first();
+
+  it('inserts, then counts a second sighting as an update, keeping the first source', async () => {
+    const table = db.table('reviews');
+    expect(await upsertReviews(db.knex, table, [row()], 'webhook')).toEqual({ inserted: 1, updated: 0 });
+    const first = await read(row().id);
+    expect(first.source).toBe('webhook');
+    expect(first.feed_seen_at).toBeNull();
+    expect(String(first.rating)).toBe('4.5');
+    expect(first.comment).toBe(row().comment);
+
+    expect(await upsertReviews(db.knex, table, [row()], 'feed')).toEqual({ inserted: 0, updated: 1 });
+    const second = await read(row().id);
+    expect(second.source).toBe('webhook');
+    expect(second.feed_seen_at).not.toBeNull();
+  });
+
+  it('never lets an older version overwrite a newer one, but still records the sighting', async () => {
+    const table = db.table('reviews');
+    const id = '0e5d7c3b-1111-4222-8333-944455556666';
+    await upsertReviews(
+      db.knex,
+      table,
+      [row({ id, comment: 'newer', observed_at: new Date(5000) })],
+      'webhook',
+    );
+    const before = await read(id);
+    await upsertReviews(
+      db.knex,
+      table,
+      [row({ id, comment: 'older', observed_at: new Date(1000) })],
+      'webhook',
+    );
+    const after = await read(id);
+    expect(after.comment).toBe('newer');
+    expect(after.last_seen_at.getTime()).toBeGreaterThanOrEqual(before.last_seen_at.getTime());
+  });
+
+  it('accepts the same id twice in one batch and clears removed_at when the feed shows a row again', async () => {
+    const table = db.table('reviews');
+    const id = '7a7a7a7a-2222-4333-8444-955566667777';
+    await upsertReviews(db.knex, table, [row({ id }), row({ id, comment: 'dup' })], 'feed');
+    await db.knex(table).where({ id }).update({ removed_at: new Date() });
+    await upsertReviews(db.knex, table, [row({ id })], 'feed');
+    expect((await read(id)).removed_at).toBeNull();
+  });
+});
