@@ -1,0 +1,101 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/load.js';
+import { ConfigError, configSecrets, parseConfig, requireApi } from '../../src/config/schema.js';
+import { cliEnv, runCli } from '../helpers/cli.js';
+
+describe('parseConfig', () => {
+  it('applies the documented defaults', () => {
+    const config = parseConfig({});
+    expect(config.db).toEqual({ url: undefined, schema: 'review_mirror', poolMax: 10 });
+    expect(config.dataDir).toBe('./data');
+    expect(config.http.port).toBe(8080);
+    expect(config.admin.port).toBe(9464);
+    expect(config.logLevel).toBe('info');
+    expect(config.sync.overlapMs).toBe(600_000);
+    expect(config.webhook.toleranceSeconds).toBe(300);
+    expect(config.webhook.maxBodyBytes).toBe(1024 * 1024);
+    expect(Object.isFrozen(config.api)).toBe(true);
+  });
+
+  it.each([
+    [{ HTTP_PORT: 'abc' }, 'HTTP_PORT'],
+    [{ ADMIN_PORT: '70000' }, 'ADMIN_PORT'],
+    [{ REVIEWS_API_URL: 'not-a-url' }, 'REVIEWS_API_URL'],
+    [{ REVIEWS_API_URL: 'ftp://example.com' }, 'REVIEWS_API_URL'],
+    [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL'],
+    [{ DB_SCHEMA: 'Robert"; drop' }, 'DB_SCHEMA'],
+    [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+    [{ SYNC_REVIEWS_CRON: 'every minute' }, 'SYNC_REVIEWS_CRON'],
+    [{ TLS_CERT_FILE: '/c.pem' }, 'TLS_KEY_FILE'],
+  ])('rejects %o naming %s in one line', (env, variable) => {
+    expect(() => parseConfig(env)).toThrow(ConfigError);
+    try {
+      parseConfig(env);
+    } catch (error) {
+      const message = (error as Error).message;
+      expect(message).toContain(variable);
+      expect(message).not.toContain('\n');
+    }
+  });
+
+  it('never echoes a value in its error, since it may be a secret', () => {
+    expect(() => parseConfig({ API_MAX_RETRIES: 'sk_live_abcdef' })).toThrow(/API_MAX_RETRIES/);
+    try {
+      parseConfig({ API_MAX_RETRIES: 'sk_live_abcdef' });
+    } catch (error) {
+      expect((error as Error).message).not.toContain('sk_live_abcdef');
+    }
+  });
+
+  it('names the missing variable when a command needs the API', () => {
+    expect(() => requireApi(parseConfig({}))).toThrow(/REVIEWS_API_URL/);
+    expect(() => requireApi(parseConfig({ REVIEWS_API_URL: 'https://x.test' }))).toThrow(/REVIEWS_API_KEY/);
+    expect(requireApi(parseConfig({ REVIEWS_API_URL: 'https://x.test/', REVIEWS_API_KEY: 'k' }))).toEqual({
+      url: 'https://x.test',
+      key: 'k',
+    });
+  });
+
+  it('lists every secret for the log scrubber, including the database password', () => {
+    const config = parseConfig({
+      REVIEWS_API_KEY: 'key-123456',
+      WEBHOOK_SECRETS: 'whsec_old, whsec_new',
+      DATABASE_URL: 'postgres://u:p%40ss@db:5432/x',
+    });
+    expect(configSecrets(config).sort()).toEqual(['key-123456', 'p@ss', 'whsec_new', 'whsec_old']);
+  });
+});
+
+describe('loadConfig', () => {
+  it('reads secrets from *_FILE variables and treats empty variables as unset', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rm-config-'));
+    writeFileSync(join(dir, 'key'), 'file-key-value\n');
+    const config = loadConfig({ REVIEWS_API_KEY_FILE: join(dir, 'key'), HTTP_PORT: '' });
+    expect(config.api.key).toBe('file-key-value');
+    expect(config.http.port).toBe(8080);
+  });
+
+  it('refuses a secret given both ways, and an unreadable secret file', () => {
+    expect(() => loadConfig({ REVIEWS_API_KEY: 'a', REVIEWS_API_KEY_FILE: '/x' })).toThrow(/not both/);
+    expect(() => loadConfig({ REVIEWS_API_KEY_FILE: '/nonexistent/key' })).toThrow(
+      /REVIEWS_API_KEY_FILE cannot be read \(ENOENT/,
+    );
+  });
+});
+
+describe('the CLI on bad configuration', () => {
+  it.each([
+    ['HTTP_PORT', 'abc'],
+    ['REVIEWS_API_URL', 'not-a-url'],
+  ])('exits 2 with one line naming %s', async (variable, value) => {
+    const result = await runCli(['status'], cliEnv({ [variable]: value, DATA_DIR: '/nonexistent' }));
+    expect(result.code).toBe(2);
+    const lines = result.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(new RegExp(`^review-mirror: invalid configuration: ${variable} `));
+    expect(result.stdout).toBe('');
+  });
+});

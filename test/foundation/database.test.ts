@@ -1,0 +1,134 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { migrations } from '../../migrations/index.js';
+import { openDb } from '../../src/db/connect.js';
+import { migrate, pendingMigrations } from '../../src/db/migrate.js';
+import { CliProcess, cliEnv, freePort, runCli, waitForHttp } from '../helpers/cli.js';
+import { freshDb, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+
+const tempDir = () => mkdtempSync(join(tmpdir(), 'rm-data-'));
+
+async function tablesOf(db: Awaited<ReturnType<typeof freshDb>>): Promise<string[]> {
+  const rows = await db
+    .knex('information_schema.tables')
+    .where({ table_schema: db.schema })
+    .orderBy('table_name')
+    .pluck('table_name');
+  return rows as string[];
+}
+
+describe('migrations', () => {
+  it('apply once; a second run changes nothing', async () => {
+    const db = await freshDb({ migrate: false });
+    try {
+      expect(await migrate(db)).toEqual(migrations.map((m) => m.name));
+      const tables = await tablesOf(db);
+      expect(tables).toEqual(expect.arrayContaining(['reviews', 'sync_runs', 'sync_state']));
+      expect(await migrate(db)).toEqual([]);
+      expect(await tablesOf(db)).toEqual(tables);
+      expect(await pendingMigrations(db)).toEqual([]);
+    } finally {
+      await db.close();
+    }
+  });
+});
+
+describe('the embedded database through the CLI', () => {
+  it('migrates twice and shows an empty status', async () => {
+    const dataDir = tempDir();
+    const env = cliEnv({ DATA_DIR: dataDir });
+    const first = await runCli(['migrate'], env);
+    expect(first.stderr).toBe('');
+    expect(first.code).toBe(0);
+    expect(first.stdout).toMatch(/^applied: 001_sync_state/);
+    const second = await runCli(['migrate'], env);
+    expect(second.code).toBe(0);
+    expect(second.stdout).toBe('schema is up to date\n');
+    const status = await runCli(['status'], env);
+    expect(status.code).toBe(0);
+    expect(status.stdout).toContain('sync state:');
+  });
+
+  it('belongs to one process: a second is refused with the holder named, and the data survives', async () => {
+    const dataDir = tempDir();
+    const adminPort = await freePort();
+    const env = cliEnv({
+      DATA_DIR: dataDir,
+      ADMIN_PORT: String(adminPort),
+      HTTP_PORT: String(await freePort()),
+    });
+    const daemon = new CliProcess(['run'], env);
+    try {
+      expect((await waitForHttp(`http://127.0.0.1:${adminPort}/readyz`)).status).toBe(200);
+      const refused = await runCli(['migrate'], env);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(`in use by process ${daemon.child.pid}`);
+      expect(refused.stderr.trim().split('\n')).toHaveLength(1);
+    } finally {
+      daemon.kill('SIGTERM');
+    }
+    expect((await daemon.exited).code).toBe(0);
+    const after = await runCli(['migrate'], env);
+    expect(after.code).toBe(0);
+    expect(after.stdout).toBe('schema is up to date\n');
+  });
+});
+
+describe('`run`', () => {
+  it('answers /healthz and /readyz on ADMIN_PORT and exits 0 on SIGTERM within 10 s', async () => {
+    const adminPort = await freePort();
+    const env = cliEnv({
+      DATA_DIR: tempDir(),
+      DATABASE_URL: TEST_DATABASE_URL,
+      DB_SCHEMA: uniqueSchema(),
+      ADMIN_PORT: String(adminPort),
+      HTTP_PORT: String(await freePort()),
+    });
+    const daemon = new CliProcess(['run'], env);
+    const health = await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toEqual({ status: 'ok' });
+    const ready = await fetch(`http://127.0.0.1:${adminPort}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ready' });
+    const metrics = await fetch(`http://127.0.0.1:${adminPort}/metrics`);
+    expect(await metrics.text()).toContain('review_mirror_process_cpu_seconds_total');
+
+    daemon.kill('SIGTERM');
+    const exit = await Promise.race([
+      daemon.exited,
+      new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 10_000).unref()),
+    ]);
+    if (exit === 'timeout') daemon.kill('SIGKILL');
+    expect(exit).not.toBe('timeout');
+    expect(exit).toMatchObject({ code: 0, signal: null });
+  });
+});
+
+describe.runIf(TEST_DATABASE_URL)('real PostgreSQL', () => {
+  const schema = uniqueSchema();
+  afterAll(async () => {
+    const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir: undefined });
+    await db.knex.raw('drop schema if exists ?? cascade', [schema]);
+    await db.close();
+  });
+
+  it('two `migrate` at once both succeed and leave one schema', async () => {
+    const env = cliEnv({ DATABASE_URL: TEST_DATABASE_URL, DB_SCHEMA: schema });
+    const [a, b] = await Promise.all([runCli(['migrate'], env), runCli(['migrate'], env)]);
+    expect([a.code, b.code]).toEqual([0, 0]);
+    expect([a.stdout, b.stdout].sort()).toEqual([
+      `applied: ${migrations.map((m) => m.name).join(', ')}\n`,
+      'schema is up to date\n',
+    ]);
+    const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir: undefined });
+    try {
+      const applied = await db.knex(db.table('knex_migrations')).orderBy('id').pluck('name');
+      expect(applied).toEqual(migrations.map((m) => m.name));
+    } finally {
+      await db.close();
+    }
+  });
+});
