@@ -11,6 +11,40 @@ export function makeMetrics() {
   const registers = [registry];
   return {
     registry,
+    apiRequests: new Counter({
+      name: 'review_mirror_api_requests_total',
+      help: 'Partner API attempts by route template and HTTP status (or network, timeout).',
+      labelNames: ['route', 'status'] as const,
+      registers,
+    }),
+    apiRetries: new Counter({
+      name: 'review_mirror_api_retries_total',
+      help: 'Partner API retries by reason (network, timeout, rate_limited, server_error, malformed_body).',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
+    reviewsUpserted: new Counter({
+      name: 'review_mirror_reviews_upserted_total',
+      help: 'Reviews written to the mirror by source (feed, webhook) and outcome (inserted, updated).',
+      labelNames: ['source', 'outcome'] as const,
+      registers,
+    }),
+    reviewsRemoved: new Counter({
+      name: 'review_mirror_reviews_removed_total',
+      help: 'Reviews marked removed by a reconcile because the feed no longer returns them.',
+      registers,
+    }),
+    newestReview: new Gauge({
+      name: 'review_mirror_newest_review_timestamp_seconds',
+      help: 'created_at of the newest review a completed walk has mirrored (its age is the freshness).',
+      registers,
+    }),
+    lastCompleteWalk: new Gauge({
+      name: 'review_mirror_last_complete_walk_timestamp_seconds',
+      help: 'Unix time at which a walk of the feed or directory last reached its end, by job.',
+      labelNames: ['job'] as const,
+      registers,
+    }),
     jobRuns: new Counter({
       name: 'review_mirror_job_runs_total',
       help: 'Sync job runs by job and outcome (success, failed, skipped).',

@@ -29,3 +29,60 @@ export type Pagination = z.infer<typeof paginationSchema>;
 
 export const reviewPageSchema = z.object({ reviews: z.array(reviewSchema), pagination: paginationSchema });
 export type ReviewPage = z.infer<typeof reviewPageSchema>;
+
+// Address lines are strings per spec 2.2, but an unset line may reasonably come back null or absent.
+const addressLine = z
+  .string()
+  .nullish()
+  .transform((v) => v ?? null);
+
+export const locationSchema = z.object({
+  id: z.number().int(),
+  slug: z.string().min(1),
+  name: z.string(),
+  active: z.boolean(),
+  address: z.object({
+    line1: addressLine,
+    line2: addressLine,
+    city: addressLine,
+    state: addressLine,
+    zip: addressLine,
+  }),
+  profile_url: z.string().min(1),
+  default_survey_url: z.string().min(1).nullable(),
+  created_at: isoTimestamp,
+});
+export type Location = z.infer<typeof locationSchema>;
+
+export const locationPageSchema = z.object({
+  locations: z.array(locationSchema),
+  pagination: paginationSchema,
+});
+export type LocationPage = z.infer<typeof locationPageSchema>;
+
+/** A professional as listed: spec 2.3 without `location_id`, which only the single read carries. */
+export const professionalListItemSchema = z.object({
+  id: z.uuid(),
+  slug: z.string().min(1),
+  first_name: z.string(),
+  last_name: z.string(),
+  active: z.boolean(),
+  profile_url: z.string().min(1),
+  default_survey_url: z.string().min(1).nullable(),
+  created_at: isoTimestamp,
+});
+export type ProfessionalListItem = z.infer<typeof professionalListItemSchema>;
+
+export const professionalSchema = professionalListItemSchema.extend({
+  location_id: z.number().int().nullable(),
+});
+export type Professional = z.infer<typeof professionalSchema>;
+
+export const professionalPageSchema = z.object({
+  professionals: z.array(professionalListItemSchema),
+  pagination: paginationSchema,
+});
+export type ProfessionalPage = z.infer<typeof professionalPageSchema>;
+
+/** Error bodies (spec 7): the structure of `error` is not specified, so anything is accepted. */
+export const errorBodySchema = z.object({ error: z.unknown() }).partial();

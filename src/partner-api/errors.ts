@@ -1,0 +1,69 @@
+import { FatalError, RetryableError } from '../errors.js';
+
+/**
+ * Errors of the partner API, in the project's taxonomy. Each keeps the route template (never a
+ * URL with ids or the key), the HTTP status when there was one, and the underlying cause.
+ */
+
+export interface ApiErrorDetails {
+  /** Route template, e.g. `GET /reviews`, `GET /professionals/:slug`. */
+  readonly route: string;
+  readonly status?: number | undefined;
+  readonly cause?: unknown;
+}
+
+/** The platform or the network failed in a way that may pass: 5xx, 429, timeouts, truncated bodies. */
+export class ApiUnavailableError extends RetryableError {
+  override readonly name = 'ApiUnavailableError';
+  readonly route: string;
+  readonly status: number | undefined;
+  constructor(message: string, details: ApiErrorDetails) {
+    super(message, { cause: details.cause });
+    this.route = details.route;
+    this.status = details.status;
+  }
+}
+
+/** 401/403: nothing will work until the operator fixes the key. */
+export class ApiAuthError extends FatalError {
+  override readonly name = 'ApiAuthError';
+  readonly route: string;
+  readonly status: number;
+  constructor(details: ApiErrorDetails & { status: number }) {
+    super(`the API key is missing, invalid or inactive (${details.route} answered ${details.status})`, {
+      cause: details.cause,
+    });
+    this.route = details.route;
+    this.status = details.status;
+  }
+}
+
+/** The platform refused the request itself (404, 409, 422, other 4xx): its `error` text is the message. */
+export class ApiRequestError extends FatalError {
+  override readonly name = 'ApiRequestError';
+  readonly route: string;
+  readonly status: number;
+  /** The platform's `error` text (or a short excerpt of the body when it had none). */
+  readonly platformError: string;
+  constructor(platformError: string, details: ApiErrorDetails & { status: number }) {
+    super(`${details.route} answered ${details.status}: ${platformError}`, { cause: details.cause });
+    this.route = details.route;
+    this.status = details.status;
+    this.platformError = platformError;
+  }
+}
+
+/** A complete body that does not match the contract: retrying the same request cannot fix it. */
+export class ApiSchemaError extends FatalError {
+  override readonly name = 'ApiSchemaError';
+  readonly route: string;
+  readonly status: number;
+  /** Path of the first offending field, e.g. `reviews[3].rating`. */
+  readonly field: string;
+  constructor(field: string, problem: string, details: ApiErrorDetails & { status: number }) {
+    super(`${details.route} returned an invalid body: ${field}: ${problem}`, { cause: details.cause });
+    this.route = details.route;
+    this.status = details.status;
+    this.field = field;
+  }
+}

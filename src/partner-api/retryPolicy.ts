@@ -1,0 +1,72 @@
+/**
+ * When to retry a failed request and how long to wait first: pure, so the whole policy is
+ * tested without a network. Exponential backoff with full jitter (a uniformly random wait between
+ * zero and the exponential cap) spreads retries of many clients; a `Retry-After` from the
+ * platform overrides the guess. Both the number of retries and the total time are bounded.
+ */
+
+export interface RetryPolicy {
+  /** Retries after the first attempt; 0 disables retrying. */
+  readonly maxRetries: number;
+  /** Total time from the first attempt after which no retry is started. */
+  readonly budgetMs: number;
+  /** Cap of the first retry's wait; doubles with every retry. */
+  readonly baseDelayMs: number;
+  /** No single wait is longer than this, except one the platform asked for. */
+  readonly maxDelayMs: number;
+}
+
+export const DEFAULT_BACKOFF = { baseDelayMs: 250, maxDelayMs: 15_000 } as const;
+
+/** Why an attempt failed, as far as the retry decision cares. */
+export type FailureReason = 'network' | 'timeout' | 'rate_limited' | 'server_error' | 'malformed_body';
+
+/** Full jitter: uniform in [0, min(maxDelay, base * 2^retry)). `retry` counts from 0. */
+export function backoffDelayMs(retry: number, policy: RetryPolicy, random: () => number): number {
+  const cap = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.min(retry, 30));
+  return Math.floor(random() * cap);
+}
+
+/**
+ * `Retry-After` as milliseconds: delta-seconds or an HTTP date (RFC 9110 10.2.3). Anything else,
+ * or a date in the past, is undefined (then the backoff decides).
+ */
+export function parseRetryAfter(value: string | string[] | undefined, now: number): number | undefined {
+  const text = (Array.isArray(value) ? value[0] : value)?.trim();
+  if (text === undefined || text === '') return undefined;
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  // An HTTP date always names its day and month; Date.parse alone would accept "-1" as a year.
+  const at = /[a-z]{3}/i.test(text) ? Date.parse(text) : Number.NaN;
+  if (Number.isNaN(at)) return undefined;
+  const delta = at - now;
+  return Math.max(delta, 0);
+}
+
+/** Statuses worth retrying: rate limiting and the platform's own failures. */
+export function isRetryableStatus(status: number): boolean {
+  return status === 429 || status >= 500;
+}
+
+export interface RetryInput {
+  /** Retries already made (0 after the first attempt failed). */
+  readonly retriesSoFar: number;
+  /** Time since the first attempt started. */
+  readonly elapsedMs: number;
+  /** What the platform asked for with `Retry-After`, when it did. */
+  readonly retryAfterMs: number | undefined;
+}
+
+/**
+ * The wait before the next attempt, or undefined to give up: out of retries, or the wait would
+ * end past the budget (a `Retry-After` longer than what is left is not worth sleeping through).
+ */
+export function nextRetryDelayMs(
+  input: RetryInput,
+  policy: RetryPolicy,
+  random: () => number,
+): number | undefined {
+  if (input.retriesSoFar >= policy.maxRetries) return undefined;
+  const delay = input.retryAfterMs ?? backoffDelayMs(input.retriesSoFar, policy, random);
+  if (input.elapsedMs + delay > policy.budgetMs) return undefined;
+  return delay;
+}
