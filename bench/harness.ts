@@ -1,0 +1,47 @@
+/**
+ * Benchmarks report ratios against a baseline measured in the same run, on the same machine,
+ * so a result means the same on a laptop and on CI: never an absolute time to assert against.
+ */
+export interface BenchResult {
+  name: string;
+  baseline: { label: string; seconds: number };
+  subject: { label: string; seconds: number };
+  /** subject / baseline: how many times the baseline's time the real work takes. */
+  ratio: number;
+  details: Record<string, number | string>;
+}
+
+/** Median wall time of `runs` calls of `fn` (after one warm-up), in seconds. */
+export async function medianSeconds(fn: () => Promise<unknown>, runs = 3): Promise<number> {
+  await fn();
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const start = process.hrtime.bigint();
+    await fn();
+    times.push(Number(process.hrtime.bigint() - start) / 1e9);
+  }
+  times.sort((a, b) => a - b);
+  return times[Math.floor(times.length / 2)]!;
+}
+
+/** The value at quantile `q` (0..1) of `values`. */
+export function quantile(values: readonly number[], q: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+export function formatResults(results: readonly BenchResult[]): string {
+  const rows = results.map((r) => {
+    const details = Object.entries(r.details)
+      .map(([k, v]) => `${k}=${typeof v === 'number' ? round(v) : v}`)
+      .join(', ');
+    return `| ${r.name} | ${r.baseline.label}: ${round(r.baseline.seconds)} s | ${r.subject.label}: ${round(r.subject.seconds)} s | ${round(r.ratio)} | ${details} |`;
+  });
+  return ['| benchmark | baseline | subject | ratio | details |', '|---|---|---|---|---|', ...rows].join(
+    '\n',
+  );
+}
+
+const round = (v: number) =>
+  Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 1 ? v.toFixed(2) : v.toPrecision(3);
