@@ -70,6 +70,47 @@ export function makeMetrics() {
       labelNames: ['job'] as const,
       registers,
     }),
+    webhookDeliveries: new Counter({
+      name: 'review_mirror_webhook_deliveries_total',
+      help: 'Webhook deliveries committed, by outcome (accepted, duplicate).',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    webhookRefusals: new Counter({
+      name: 'review_mirror_webhook_refusals_total',
+      help: 'Webhook deliveries refused or failed, by reason.',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
+    webhookCommitSeconds: new Histogram({
+      name: 'review_mirror_webhook_commit_seconds',
+      help: 'Duration of one inbox commit (a batch of deliveries).',
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers,
+    }),
+    webhookBatchSize: new Histogram({
+      name: 'review_mirror_webhook_batch_size',
+      help: 'Deliveries grouped into one inbox commit.',
+      buckets: [1, 2, 5, 10, 25, 50, 100, 250, 500],
+      registers,
+    }),
+    webhookClockSkew: new Histogram({
+      name: 'review_mirror_webhook_clock_skew_seconds',
+      help: 'Absolute difference between our clock and X-EE-Timestamp of authentic deliveries.',
+      buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600],
+      registers,
+    }),
+    webhooks: new Gauge({
+      name: 'review_mirror_webhooks',
+      help: 'Webhooks listed by the platform, by state (active, inactive, failing = last_error recorded).',
+      labelNames: ['state'] as const,
+      registers,
+    }),
+    webhookMissRatio: new Gauge({
+      name: 'review_mirror_webhook_miss_ratio',
+      help: 'Share of reviews first seen in the last 24 h that reached us by the feed rather than a webhook.',
+      registers,
+    }),
   };
 }
 

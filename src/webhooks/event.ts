@@ -1,0 +1,42 @@
+import { z } from 'zod';
+import { reviewSchema } from '../partner-api/schema.js';
+
+/**
+ * The body of a delivery (spec 6.2). Strict about what we store, lenient about extra fields, like
+ * every other payload we receive.
+ */
+export const REVIEW_CREATED = 'review.created';
+
+export const reviewCreatedEventSchema = z.object({
+  event: z.literal(REVIEW_CREATED),
+  // "Unix time in seconds, as a string"; a number is tolerated since it means the same.
+  timestamp: z
+    .union([z.string().regex(/^[0-9]{1,15}$/), z.number().int().nonnegative()])
+    .transform((v) => Number(v)),
+  data: reviewSchema,
+});
+export type ReviewCreatedEvent = z.infer<typeof reviewCreatedEventSchema>;
+
+export type ParseEventResult =
+  | { readonly ok: true; readonly event: ReviewCreatedEvent }
+  | { readonly ok: false; readonly reason: 'invalid_json' | 'invalid_event'; readonly detail: string };
+
+/** Parses the raw bytes of an already verified delivery. */
+export function parseEvent(body: Buffer): ParseEventResult {
+  let json: unknown;
+  try {
+    json = JSON.parse(body.toString('utf8'));
+  } catch {
+    return { ok: false, reason: 'invalid_json', detail: 'body is not JSON' };
+  }
+  const result = reviewCreatedEventSchema.safeParse(json);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    return {
+      ok: false,
+      reason: 'invalid_event',
+      detail: `${issue.path.join('.') || 'body'}: ${issue.message}`,
+    };
+  }
+  return { ok: true, event: result.data };
+}

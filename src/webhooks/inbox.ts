@@ -1,0 +1,124 @@
+import type { Db } from '../db/connect.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import { type Delivery, type DeliveryOutcome, storeDeliveries } from './inboxStore.js';
+
+export class InboxClosedError extends Error {
+  override readonly name = 'InboxClosedError';
+}
+
+export interface InboxOptions {
+  readonly db: Db;
+  readonly log: Logger;
+  readonly metrics?: Metrics;
+  /** Most deliveries in one commit; the rest wait for the next one. */
+  readonly maxBatch?: number;
+  /** Replaceable for tests; the real one stores a batch in one transaction. */
+  readonly store?: (db: Db, deliveries: readonly Delivery[]) => Promise<DeliveryOutcome[]>;
+}
+
+interface Waiter {
+  readonly delivery: Delivery;
+  readonly resolve: (outcome: DeliveryOutcome) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * Group commit for webhook deliveries. A delivery that finds no commit in flight is committed at
+ * once (after the current turn of the event loop, so deliveries parsed together go together);
+ * deliveries arriving while a commit is in flight wait and go into the next one. Under a burst
+ * the batch grows instead of the queue of transactions, and each delivery waits at most about two
+ * commits. `submit` settles only after COMMIT: the 200 is never sent for data that is not durable.
+ */
+export class Inbox {
+  readonly #db: Db;
+  readonly #log: Logger;
+  readonly #metrics: Metrics | undefined;
+  readonly #maxBatch: number;
+  readonly #store: NonNullable<InboxOptions['store']>;
+  #pending: Waiter[] = [];
+  #flushing: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(options: InboxOptions) {
+    this.#db = options.db;
+    this.#log = options.log;
+    this.#metrics = options.metrics;
+    this.#maxBatch = options.maxBatch ?? 500;
+    this.#store = options.store ?? storeDeliveries;
+  }
+
+  /** Resolves once the delivery is committed; rejects when the commit failed (answer 5xx). */
+  submit(delivery: Delivery): Promise<DeliveryOutcome> {
+    if (this.#closed) return Promise.reject(new InboxClosedError('inbox closed'));
+    return new Promise((resolve, reject) => {
+      this.#pending.push({ delivery, resolve, reject });
+      this.#kick();
+    });
+  }
+
+  /** Deliveries waiting for a commit, including the one in flight's successors. */
+  get backlog(): number {
+    return this.#pending.length;
+  }
+
+  /** Refuses new deliveries and waits until every accepted one has been committed or failed. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    while (this.#flushing) await this.#flushing;
+  }
+
+  #kick(): void {
+    if (this.#flushing) return;
+    this.#flushing = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.#flushAll())
+      .finally(() => {
+        this.#flushing = undefined;
+        // A delivery may have arrived between the last batch and this point.
+        if (this.#pending.length > 0) this.#kick();
+      });
+  }
+
+  async #flushAll(): Promise<void> {
+    while (this.#pending.length > 0) {
+      const batch = this.#pending.splice(0, this.#maxBatch);
+      await this.#commit(batch);
+    }
+  }
+
+  async #commit(batch: Waiter[]): Promise<void> {
+    const endTimer = this.#metrics?.webhookCommitSeconds.startTimer();
+    try {
+      const outcomes = await this.#store(
+        this.#db,
+        batch.map((w) => w.delivery),
+      );
+      endTimer?.();
+      this.#metrics?.webhookBatchSize.observe(batch.length);
+      batch.forEach((w, i) => {
+        const outcome = outcomes[i]!;
+        this.#metrics?.webhookDeliveries.inc({ outcome });
+        w.resolve(outcome);
+      });
+    } catch (error) {
+      if (batch.length > 1 && isDataError(error)) {
+        // One delivery the database refuses must not fail the others with it: bisect to isolate it.
+        const half = Math.ceil(batch.length / 2);
+        await this.#commit(batch.slice(0, half));
+        await this.#commit(batch.slice(half));
+        return;
+      }
+      this.#log.error({ err: error, batchSize: batch.length }, 'webhook inbox commit failed');
+      for (const w of batch) w.reject(error);
+    }
+  }
+}
+
+/**
+ * Errors caused by the data itself (SQLSTATE classes 22 and 23), as opposed to the database being
+ * unreachable, where splitting the batch would only multiply the failures.
+ */
+function isDataError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^2[23][0-9A-Z]{3}$/.test(code);
+}

@@ -1,0 +1,62 @@
+import type { Knex } from 'knex';
+import type { Db } from '../db/connect.js';
+import { toReviewRow } from '../mirror/reviewRow.js';
+import { upsertReviews } from '../mirror/upsertReviews.js';
+import type { ReviewCreatedEvent } from './event.js';
+
+/** A verified, parsed delivery, ready to be stored. */
+export interface Delivery {
+  readonly event: ReviewCreatedEvent;
+  /** The body exactly as received (and signed). */
+  readonly body: string;
+}
+
+export type DeliveryOutcome = 'accepted' | 'duplicate';
+
+/**
+ * Stores a batch of deliveries in one transaction: a new inbox row per event not seen before, and
+ * the reviews upserted with source `webhook`. Every delivery, duplicate or not, goes through the
+ * upsert, which records the sighting and never lets an older version overwrite a newer one.
+ * Returns one outcome per delivery, in order: the first delivery of an event is `accepted`.
+ */
+export async function storeDeliveries(db: Db, deliveries: readonly Delivery[]): Promise<DeliveryOutcome[]> {
+  if (deliveries.length === 0) return [];
+  return db.knex.transaction(async (trx: Knex.Transaction) => {
+    const firstOfEvent = new Map<string, number>();
+    deliveries.forEach((d, index) => {
+      const key = `${d.event.data.id}\u0000${d.event.event}`;
+      if (!firstOfEvent.has(key)) firstOfEvent.set(key, index);
+    });
+    const candidates = [...firstOfEvent.values()].map((index) => deliveries[index]!);
+    const inserted = (await trx(db.table('webhook_inbox'))
+      .insert(
+        candidates.map((d) => ({
+          review_id: d.event.data.id,
+          event: d.event.event,
+          event_at: eventTime(d),
+          body: d.body,
+        })),
+      )
+      .onConflict(['review_id', 'event'])
+      .ignore()
+      .returning(['review_id', 'event'])) as Array<{ review_id: string; event: string }>;
+    const fresh = new Set(inserted.map((r) => `${r.review_id}\u0000${r.event}`));
+
+    await upsertReviews(
+      trx,
+      db.table('reviews'),
+      deliveries.map((d) => toReviewRow(d.event.data, eventTime(d))),
+      'webhook',
+    );
+
+    return deliveries.map((d, index) => {
+      const key = `${d.event.data.id}\u0000${d.event.event}`;
+      return firstOfEvent.get(key) === index && fresh.has(key) ? 'accepted' : 'duplicate';
+    });
+  });
+}
+
+/** The platform-side time of this version of the review: the event's own timestamp. */
+function eventTime(d: Delivery): Date {
+  return new Date(d.event.timestamp * 1000);
+}

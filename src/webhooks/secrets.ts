@@ -1,0 +1,35 @@
+import type { Db } from '../db/connect.js';
+import type { SecretScrubber } from '../log.js';
+import { activeSecrets } from './registrations.js';
+
+/**
+ * The signing secrets a delivery may be signed with: those of the configuration (WEBHOOK_SECRETS)
+ * and those stored by `webhooks register`. Several at once is what makes rotation possible:
+ * register the new webhook, let both be valid, delete the old one. Every secret loaded is handed
+ * to the log scrubber before it can be used.
+ */
+export class SigningSecrets {
+  readonly #configured: readonly string[];
+  readonly #scrubber: SecretScrubber;
+  #current: readonly string[];
+
+  constructor(configured: readonly string[], scrubber: SecretScrubber) {
+    this.#configured = [...new Set(configured)];
+    this.#scrubber = scrubber;
+    for (const s of this.#configured) scrubber.add(s);
+    this.#current = this.#configured;
+  }
+
+  /** The set in force; read once per delivery. */
+  current(): readonly string[] {
+    return this.#current;
+  }
+
+  /** Re-reads the stored secrets (after register/delete, and on the health poll). */
+  async refresh(db: Db): Promise<readonly string[]> {
+    const stored = await activeSecrets(db);
+    for (const s of stored) this.#scrubber.add(s);
+    this.#current = [...new Set([...stored, ...this.#configured])];
+    return this.#current;
+  }
+}

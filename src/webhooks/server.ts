@@ -1,0 +1,142 @@
+import { readFileSync } from 'node:fs';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import { parseEvent, REVIEW_CREATED } from './event.js';
+import { type Inbox, InboxClosedError } from './inbox.js';
+import { verifyDelivery } from './signature.js';
+
+export interface WebhookServerOptions {
+  /** Route of the receiver (WEBHOOK_PATH). */
+  readonly path: string;
+  readonly toleranceSeconds: number;
+  readonly maxBodyBytes: number;
+  /** The secrets in force, read once per delivery (they change on rotation). */
+  readonly secrets: () => readonly string[];
+  readonly inbox: Pick<Inbox, 'submit'>;
+  readonly log: Logger;
+  readonly metrics?: Metrics;
+  /** PEM certificate and key: the server terminates TLS itself when given them. */
+  readonly tls?: { readonly cert: Buffer; readonly key: Buffer } | undefined;
+  /** Unix seconds; replaceable so tests can sign with a fixed clock. */
+  readonly nowSeconds?: () => number;
+}
+
+/** Reads the TLS files named by the configuration, if any. */
+export function loadTls(files: {
+  tlsCertFile: string | undefined;
+  tlsKeyFile: string | undefined;
+}): WebhookServerOptions['tls'] {
+  if (files.tlsCertFile === undefined || files.tlsKeyFile === undefined) return undefined;
+  return { cert: readFileSync(files.tlsCertFile), key: readFileSync(files.tlsKeyFile) };
+}
+
+const OTHER_METHODS = ['GET', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+/**
+ * The public receiver: `POST <path>` with a signed review.created delivery. The body is read as raw
+ * bytes (never parsed before the signature is checked), and a 200 is sent only after the delivery
+ * committed. Refusals store nothing: 405 method, 415 content type, 413 size, 401 signature or
+ * timestamp, 400 body; 503 when the commit failed or we are shutting down (the platform retries).
+ */
+export function makeWebhookServer(options: WebhookServerOptions): FastifyInstance {
+  const { log, metrics } = options;
+  const nowSeconds = options.nowSeconds ?? (() => Date.now() / 1000);
+  const app = Fastify({
+    logger: false,
+    bodyLimit: options.maxBodyBytes,
+    // A slow or stalled client must not hold a connection for ever.
+    requestTimeout: 30_000,
+    return503OnClosing: true,
+    ...(options.tls ? { https: { cert: options.tls.cert, key: options.tls.key } } : {}),
+  }) as unknown as FastifyInstance;
+
+  const refuse = (
+    reply: FastifyReply,
+    status: number,
+    reason: string,
+    fields: Record<string, unknown> = {},
+  ) => {
+    metrics?.webhookRefusals.inc({ reason });
+    log.warn({ status, reason, ip: reply.request.ip, ...fields }, 'webhook delivery refused');
+    return reply.code(status).send({ error: reason });
+  };
+
+  // Only JSON is accepted, and kept as the raw bytes the signature covers.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
+    done(null, body);
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (request.url.split('?')[0] !== options.path) return reply.code(error.statusCode ?? 500).send();
+    if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      return refuse(reply, 413, 'body_too_large', { limit: options.maxBodyBytes });
+    }
+    if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+      return refuse(reply, 415, 'unsupported_media_type', { contentType: request.headers['content-type'] });
+    }
+    if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
+      return refuse(reply, error.statusCode, 'bad_request', { code: error.code });
+    }
+    log.error({ err: error }, 'webhook receiver failed');
+    return reply.code(500).send({ error: 'internal' });
+  });
+
+  app.route({
+    method: [...OTHER_METHODS],
+    url: options.path,
+    handler: async (_request, reply) => {
+      reply.header('allow', 'POST');
+      return refuse(reply, 405, 'method_not_allowed');
+    },
+  });
+
+  app.post(options.path, async (request, reply) => {
+    const body = request.body;
+    if (!Buffer.isBuffer(body)) {
+      // No body and no content type at all: nothing was parsed.
+      return refuse(reply, 415, 'unsupported_media_type', { contentType: request.headers['content-type'] });
+    }
+    const verified = verifyDelivery(
+      {
+        timestamp: header(request.headers['x-ee-timestamp']),
+        signature: header(request.headers['x-ee-signature']),
+        body,
+      },
+      options.secrets(),
+      { nowSeconds: nowSeconds(), toleranceSeconds: options.toleranceSeconds },
+    );
+    if (!verified.ok) {
+      return refuse(reply, 401, verified.reason, { skewSeconds: roundSkew(verified.skewSeconds) });
+    }
+    metrics?.webhookClockSkew.observe(Math.abs(verified.skewSeconds));
+
+    const parsed = parseEvent(body);
+    if (!parsed.ok) return refuse(reply, 400, parsed.reason, { detail: parsed.detail });
+    const eventHeader = header(request.headers['x-ee-event']);
+    if (eventHeader !== undefined && eventHeader !== REVIEW_CREATED) {
+      return refuse(reply, 400, 'invalid_event', { detail: 'X-EE-Event is not review.created' });
+    }
+
+    try {
+      const outcome = await options.inbox.submit({ event: parsed.event, body: body.toString('utf8') });
+      return reply.code(200).send({ status: outcome });
+    } catch (error) {
+      const reason = error instanceof InboxClosedError ? 'shutting_down' : 'commit_failed';
+      metrics?.webhookRefusals.inc({ reason });
+      // The platform retries a 5xx; the poll catches what it finally drops.
+      return reply.code(503).send({ error: reason });
+    }
+  });
+
+  return app;
+}
+
+function header(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function roundSkew(skew: number | undefined): number | undefined {
+  return skew === undefined ? undefined : Math.round(skew);
+}

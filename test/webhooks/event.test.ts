@@ -1,0 +1,40 @@
+import { describe, expect, it } from 'vitest';
+import { parseEvent } from '../../src/webhooks/event.js';
+
+const review = {
+  id: '6f1c2a5e-8a7b-4c1d-9e2f-0a1b2c3d4e5f',
+  review_number: 'R-0A1B2C3D',
+  created_at: '2026-11-01T10:00:00Z',
+  rating: 5.0,
+  comment: null,
+  is_verified: false,
+  reviewer: { name: null, email: null },
+  professional: null,
+};
+const body = (value: unknown) => Buffer.from(JSON.stringify(value));
+
+describe('parseEvent', () => {
+  it('accepts a review.created delivery, with extra fields and a numeric timestamp', () => {
+    const parsed = parseEvent(
+      body({ event: 'review.created', timestamp: '1700000000', data: review, extra: 1 }),
+    );
+    expect(parsed).toMatchObject({ ok: true, event: { timestamp: 1700000000, data: { id: review.id } } });
+    expect(parseEvent(body({ event: 'review.created', timestamp: 1700000000, data: review })).ok).toBe(true);
+  });
+
+  it('refuses what is not JSON, another event, and an invalid review', () => {
+    expect(parseEvent(Buffer.from('{"event":'))).toMatchObject({ ok: false, reason: 'invalid_json' });
+    expect(parseEvent(Buffer.alloc(0))).toMatchObject({ ok: false, reason: 'invalid_json' });
+    expect(parseEvent(body({ event: 'review.deleted', timestamp: '1', data: review }))).toMatchObject({
+      ok: false,
+      reason: 'invalid_event',
+    });
+    expect(
+      parseEvent(body({ event: 'review.created', timestamp: '1', data: { ...review, id: 'nope' } })),
+    ).toMatchObject({ ok: false, reason: 'invalid_event', detail: expect.stringContaining('data.id') });
+    expect(parseEvent(body({ event: 'review.created', timestamp: 'yesterday', data: review })).ok).toBe(
+      false,
+    );
+    expect(parseEvent(body([]))).toMatchObject({ ok: false, reason: 'invalid_event' });
+  });
+});

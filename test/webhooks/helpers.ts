@@ -1,0 +1,47 @@
+import { randomUUID } from 'node:crypto';
+import type { Review } from '../../src/partner-api/schema.js';
+import { signDelivery } from '../../src/webhooks/signature.js';
+
+/** A valid review of the platform's shape. */
+export function makeReview(over: Partial<Review> = {}): Review {
+  const id = over.id ?? randomUUID();
+  return {
+    id,
+    review_number: `R-${id.replaceAll('-', '').slice(0, 8).toUpperCase()}`,
+    created_at: '2026-11-01T10:00:00.000Z',
+    rating: 4.5,
+    comment: 'Très bien 👍',
+    is_verified: true,
+    reviewer: { name: 'Zoë', email: 'zoe@example.com' },
+    professional: null,
+    ...over,
+  };
+}
+
+export interface SignedDelivery {
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** A delivery exactly as the platform sends it (spec 6.2), signed with `secret`. */
+export function signedDelivery(
+  secret: string,
+  review: Review,
+  options: { timestamp?: number; eventTimestamp?: number } = {},
+): SignedDelivery {
+  const timestamp = String(options.timestamp ?? Math.floor(Date.now() / 1000));
+  const body = JSON.stringify({
+    event: 'review.created',
+    timestamp: String(options.eventTimestamp ?? timestamp),
+    data: review,
+  });
+  return {
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'x-ee-event': 'review.created',
+      'x-ee-timestamp': timestamp,
+      'x-ee-signature': signDelivery(secret, timestamp, body),
+    },
+  };
+}

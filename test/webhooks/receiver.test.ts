@@ -1,0 +1,344 @@
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../src/db/connect.js';
+import { makeLogger, SecretScrubber } from '../../src/log.js';
+import { makeMetrics } from '../../src/metrics.js';
+import { Inbox } from '../../src/webhooks/inbox.js';
+import { makeWebhookServer } from '../../src/webhooks/server.js';
+import { signDelivery } from '../../src/webhooks/signature.js';
+import { freshDb } from '../helpers/db.js';
+import { makeReview, signedDelivery } from './helpers.js';
+
+const SECRET = 'whsec_receiver_test_secret_A';
+const NEW_SECRET = 'whsec_receiver_test_secret_B';
+const PATH = '/webhooks/review-created';
+const MAX_BODY = 16 * 1024;
+
+describe('webhook receiver over HTTP', () => {
+  let db: Db;
+  let app: FastifyInstance;
+  let inbox: Inbox;
+  let url: string;
+  let secrets: string[] = [SECRET];
+  const metrics = makeMetrics();
+  const logLines: string[] = [];
+
+  beforeAll(async () => {
+    db = await freshDb();
+    const scrubber = new SecretScrubber();
+    const log = makeLogger({
+      level: 'info',
+      scrubber,
+      destination: new Writable({
+        write(chunk, _enc, cb) {
+          logLines.push(String(chunk));
+          cb();
+        },
+      }),
+    });
+    inbox = new Inbox({ db, log, metrics });
+    app = makeWebhookServer({
+      path: PATH,
+      toleranceSeconds: 300,
+      maxBodyBytes: MAX_BODY,
+      secrets: () => secrets,
+      inbox,
+      log,
+      metrics,
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}${PATH}`;
+  });
+  afterAll(async () => {
+    await app?.close();
+    await inbox?.close();
+    await db?.close();
+  });
+
+  const post = (headers: Record<string, string>, body: string | Buffer, method = 'POST') =>
+    fetch(url, { method, headers, body: method === 'GET' ? undefined : body });
+  const stored = async (id: string) => ({
+    reviews: Number((await db.knex(db.table('reviews')).where({ id }).count({ n: '*' }))[0]!.n),
+    inbox: Number(
+      (await db.knex(db.table('webhook_inbox')).where({ review_id: id }).count({ n: '*' }))[0]!.n,
+    ),
+  });
+  const refusals = async (reason: string) =>
+    (await metrics.webhookRefusals.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
+
+  it('stores an accepted delivery before answering 200: the review and the raw event', async () => {
+    const review = makeReview();
+    const d = signedDelivery(SECRET, review);
+    const res = await post(d.headers, d.body);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ status: 'accepted' });
+    const row = await db.knex(db.table('reviews')).where({ id: review.id }).first();
+    expect(row).toMatchObject({ source: 'webhook', comment: review.comment, reviewer_name: 'Zoë' });
+    expect(row.observed_at.getTime()).toBe(Number(d.headers['x-ee-timestamp']) * 1000);
+    const event = await db.knex(db.table('webhook_inbox')).where({ review_id: review.id }).first();
+    expect(event.body).toBe(d.body);
+    expect(event.event).toBe('review.created');
+  });
+
+  it('accepts a content type with a charset parameter', async () => {
+    const review = makeReview();
+    const d = signedDelivery(SECRET, review);
+    const res = await post({ ...d.headers, 'content-type': 'application/json; charset=utf-8' }, d.body);
+    expect(res.status).toBe(200);
+    expect(await stored(review.id)).toEqual({ reviews: 1, inbox: 1 });
+  });
+
+  it('answers 200 to a duplicate and changes nothing but last_seen_at', async () => {
+    const review = makeReview();
+    const d = signedDelivery(SECRET, review);
+    expect((await post(d.headers, d.body)).status).toBe(200);
+    const before = await db.knex(db.table('reviews')).where({ id: review.id }).first();
+    const again = await post(d.headers, d.body);
+    expect(again.status).toBe(200);
+    expect(await again.json()).toEqual({ status: 'duplicate' });
+    const after = await db.knex(db.table('reviews')).where({ id: review.id }).first();
+    const { last_seen_at: seenBefore, ...restBefore } = before;
+    const { last_seen_at: seenAfter, ...restAfter } = after;
+    expect(restAfter).toEqual(restBefore);
+    expect(seenAfter.getTime()).toBeGreaterThanOrEqual(seenBefore.getTime());
+    expect(await stored(review.id)).toEqual({ reviews: 1, inbox: 1 });
+  });
+
+  it('never lets an older delivery overwrite newer data', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const newer = makeReview({ comment: 'newer' });
+    const older = { ...newer, comment: 'older' };
+    const dNewer = signedDelivery(SECRET, newer, { timestamp: now, eventTimestamp: now });
+    const dOlder = signedDelivery(SECRET, older, { timestamp: now, eventTimestamp: now - 60 });
+    expect((await post(dNewer.headers, dNewer.body)).status).toBe(200);
+    expect((await post(dOlder.headers, dOlder.body)).status).toBe(200);
+    const row = await db.knex(db.table('reviews')).where({ id: newer.id }).first();
+    expect(row.comment).toBe('newer');
+  });
+
+  it('accepts the old and the new secret during a rotation, and only the new one after', async () => {
+    secrets = [NEW_SECRET, SECRET];
+    const a = makeReview();
+    const b = makeReview();
+    const dOld = signedDelivery(SECRET, a);
+    const dNew = signedDelivery(NEW_SECRET, b);
+    expect((await post(dOld.headers, dOld.body)).status).toBe(200);
+    expect((await post(dNew.headers, dNew.body)).status).toBe(200);
+    secrets = [NEW_SECRET];
+    const c = makeReview();
+    const dLate = signedDelivery(SECRET, c);
+    expect((await post(dLate.headers, dLate.body)).status).toBe(401);
+    expect(await stored(c.id)).toEqual({ reviews: 0, inbox: 0 });
+    secrets = [SECRET];
+  });
+
+  describe('refuses without storing anything', () => {
+    const cases: Array<{
+      name: string;
+      status: number;
+      reason: string;
+      build: (id: ReturnType<typeof makeReview>) => {
+        headers: Record<string, string>;
+        body: string | Buffer;
+      };
+      method?: string;
+    }> = [
+      {
+        name: 'missing signature',
+        status: 401,
+        reason: 'missing_signature',
+        build: (r) => {
+          const d = signedDelivery(SECRET, r);
+          const { 'x-ee-signature': _, ...headers } = d.headers;
+          return { headers, body: d.body };
+        },
+      },
+      {
+        name: 'missing timestamp',
+        status: 401,
+        reason: 'missing_timestamp',
+        build: (r) => {
+          const d = signedDelivery(SECRET, r);
+          const { 'x-ee-timestamp': _, ...headers } = d.headers;
+          return { headers, body: d.body };
+        },
+      },
+      {
+        name: 'signature by an unknown secret',
+        status: 401,
+        reason: 'bad_signature',
+        build: (r) => signedDelivery('whsec_someone_else', r),
+      },
+      {
+        name: 'body changed after signing',
+        status: 401,
+        reason: 'bad_signature',
+        build: (r) => {
+          const d = signedDelivery(SECRET, r);
+          return { headers: d.headers, body: d.body.replace('"rating":4.5', '"rating":1.5') };
+        },
+      },
+      {
+        name: 'uppercase hex signature',
+        status: 401,
+        reason: 'bad_signature',
+        build: (r) => {
+          const d = signedDelivery(SECRET, r);
+          const sig = d.headers['x-ee-signature']!;
+          return {
+            headers: { ...d.headers, 'x-ee-signature': `sha256=${sig.slice(7).toUpperCase()}` },
+            body: d.body,
+          };
+        },
+      },
+      {
+        name: 'stale timestamp',
+        status: 401,
+        reason: 'stale_timestamp',
+        build: (r) => signedDelivery(SECRET, r, { timestamp: Math.floor(Date.now() / 1000) - 3600 }),
+      },
+      {
+        name: 'timestamp from the future',
+        status: 401,
+        reason: 'stale_timestamp',
+        build: (r) => signedDelivery(SECRET, r, { timestamp: Math.floor(Date.now() / 1000) + 3600 }),
+      },
+      {
+        name: 'signed body that is not JSON',
+        status: 400,
+        reason: 'invalid_json',
+        build: (r) => signedRaw(`{"event":"review.created","data":{"id":"${r.id}"`),
+      },
+      {
+        name: 'signed JSON that is not a valid review event',
+        status: 400,
+        reason: 'invalid_event',
+        build: (r) =>
+          signedRaw(JSON.stringify({ event: 'review.created', timestamp: '1', data: { ...r, rating: 'x' } })),
+      },
+      {
+        name: 'body over the limit',
+        status: 413,
+        reason: 'body_too_large',
+        build: (r) => {
+          const d = signedDelivery(SECRET, { ...r, comment: 'x'.repeat(MAX_BODY) });
+          return d;
+        },
+      },
+      {
+        name: 'wrong method',
+        status: 405,
+        reason: 'method_not_allowed',
+        method: 'PUT',
+        build: (r) => signedDelivery(SECRET, r),
+      },
+      {
+        name: 'wrong content type',
+        status: 415,
+        reason: 'unsupported_media_type',
+        build: (r) => {
+          const d = signedDelivery(SECRET, r);
+          return { headers: { ...d.headers, 'content-type': 'text/plain' }, body: d.body };
+        },
+      },
+      {
+        name: 'form content type',
+        status: 415,
+        reason: 'unsupported_media_type',
+        build: (r) => {
+          const d = signedDelivery(SECRET, r);
+          return {
+            headers: { ...d.headers, 'content-type': 'application/x-www-form-urlencoded' },
+            body: d.body,
+          };
+        },
+      },
+    ];
+
+    for (const c of cases) {
+      it(`${c.name}: ${c.status}`, async () => {
+        const review = makeReview();
+        const before = await refusals(c.reason);
+        const { headers, body } = c.build(review);
+        const res = await post(headers, body, c.method);
+        expect(res.status).toBe(c.status);
+        expect(await res.json()).toEqual({ error: c.reason });
+        expect(await stored(review.id)).toEqual({ reviews: 0, inbox: 0 });
+        expect(await refusals(c.reason)).toBe(before + 1);
+      });
+    }
+
+    it('GET: 405 with Allow: POST', async () => {
+      const res = await fetch(url);
+      expect(res.status).toBe(405);
+      expect(res.headers.get('allow')).toBe('POST');
+    });
+
+    it('POST without a body or a content type: 415', async () => {
+      const res = await fetch(url, { method: 'POST' });
+      expect(res.status).toBe(415);
+    });
+
+    it('logs each refusal with its reason and never the secret', async () => {
+      const review = makeReview();
+      const d = signedDelivery('whsec_someone_else', review);
+      await post(d.headers, d.body);
+      const refusalsLogged = logLines
+        .map((l) => JSON.parse(l))
+        .filter((l) => l.msg === 'webhook delivery refused');
+      expect(refusalsLogged.some((l) => l.reason === 'bad_signature' && l.status === 401)).toBe(true);
+      expect(logLines.join('\n')).not.toContain(SECRET);
+    });
+  });
+
+  it('answers 503 for a delivery the database refuses, without failing those committed with it', async () => {
+    // A NUL character cannot be stored in a Postgres text column: the commit of this delivery fails.
+    const poisoned = makeReview({ comment: 'nul \u0000 here' });
+    const good = Array.from({ length: 20 }, () => makeReview());
+    const responses = await Promise.all(
+      [poisoned, ...good].map((r) => {
+        const d = signedDelivery(SECRET, r);
+        return post(d.headers, d.body);
+      }),
+    );
+    expect(responses[0]!.status).toBe(503);
+    expect(responses.slice(1).map((r) => r.status)).toEqual(good.map(() => 200));
+    expect(await stored(poisoned.id)).toEqual({ reviews: 0, inbox: 0 });
+    for (const r of good) expect(await stored(r.id)).toEqual({ reviews: 1, inbox: 1 });
+  });
+
+  it('groups concurrent deliveries into fewer commits, each answered after its commit', async () => {
+    const batchesBefore = (await metrics.webhookBatchSize.get()).values.find((v) =>
+      v.metricName?.endsWith('_count'),
+    )?.value;
+    const reviews = Array.from({ length: 200 }, () => makeReview());
+    const responses = await Promise.all(
+      reviews.map(async (r) => {
+        const d = signedDelivery(SECRET, r);
+        const res = await post(d.headers, d.body);
+        // The 200 came after COMMIT: the row is visible to another connection right now.
+        const count = res.status === 200 ? (await stored(r.id)).reviews : -1;
+        return { status: res.status, count };
+      }),
+    );
+    expect(responses.every((r) => r.status === 200 && r.count === 1)).toBe(true);
+    const batchesAfter = (await metrics.webhookBatchSize.get()).values.find((v) =>
+      v.metricName?.endsWith('_count'),
+    )?.value;
+    expect((batchesAfter ?? 0) - (batchesBefore ?? 0)).toBeLessThan(reviews.length);
+  });
+});
+
+function signedRaw(body: string) {
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  return {
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'x-ee-timestamp': timestamp,
+      'x-ee-signature': signDelivery(SECRET, timestamp, body),
+    },
+  };
+}
