@@ -1,49 +1,79 @@
 import { makeAdminServer } from './admin/server.js';
 import type { Context } from './context.js';
-import { dbOptionsFromConfig, openDb } from './db/connect.js';
+import { type Db, dbOptionsFromConfig, openDb } from './db/connect.js';
 import { migrate } from './db/migrate.js';
-import { makeMetrics } from './metrics.js';
+import { describeError } from './errors.js';
+import { type Metrics, makeMetrics } from './metrics.js';
 import { Scheduler } from './scheduler.js';
 
-/** Resolves on the first SIGTERM or SIGINT (or when `stop` aborts, for in-process callers). */
-function shutdownRequested(stop?: AbortSignal): Promise<string> {
-  return new Promise((resolve) => {
-    const done = (reason: string) => {
-      process.off('SIGTERM', onTerm);
-      process.off('SIGINT', onInt);
-      resolve(reason);
-    };
-    const onTerm = () => done('SIGTERM');
-    const onInt = () => done('SIGINT');
-    process.once('SIGTERM', onTerm);
-    process.once('SIGINT', onInt);
-    stop?.addEventListener('abort', () => done('stop requested'), { once: true });
-  });
+/** A started daemon: its parts, for in-process callers (`demo`, tests), and its one way to stop. */
+export interface RunningDaemon {
+  readonly db: Db;
+  readonly metrics: Metrics;
+  readonly scheduler: Scheduler;
+  /** Stops every part in the reverse order of starting; idempotent. */
+  stop(reason: string): Promise<void>;
 }
 
 /**
- * `review-mirror run`: the long-running process. Applies migrations, serves health and metrics,
- * schedules the jobs, and on a signal goes through its one shutdown path: stop scheduling,
- * let in-flight work finish within the grace period, close servers and the database.
+ * Starts every part of `review-mirror run`: migrations, health and metrics, scheduled jobs.
+ * Each part that starts pushes its own closer; stopping runs them last-started-first, so the
+ * scheduler stops (and in-flight runs finish within the grace period) before the database closes.
  */
-export async function runDaemon(ctx: Context, stop?: AbortSignal): Promise<void> {
+export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
   const { config, log } = ctx;
-  const db = await openDb(dbOptionsFromConfig(config, log));
+  const closers: Array<{ name: string; close: () => Promise<void> }> = [];
+  let stopping: Promise<void> | undefined;
+  const stop = (reason: string): Promise<void> => {
+    stopping ??= (async () => {
+      log.info({ reason, graceMs: config.shutdownGraceMs }, 'shutting down');
+      for (const { name, close } of closers.reverse()) {
+        await close().catch((error: unknown) =>
+          log.error({ part: name, err: describeError(error) }, 'error while stopping'),
+        );
+      }
+      log.info('stopped');
+    })();
+    return stopping;
+  };
+
   try {
+    const db = await openDb(dbOptionsFromConfig(config, log));
+    closers.push({ name: 'database', close: () => db.close() });
     const applied = await migrate(db);
     log.info({ applied, backend: db.backend, schema: db.schema }, 'database ready');
+
     const metrics = makeMetrics();
-    const scheduler = new Scheduler(log, metrics);
     const admin = makeAdminServer({ db, metrics });
     await admin.listen({ host: config.admin.host, port: config.admin.port });
+    closers.push({ name: 'admin server', close: () => admin.close() });
     log.info({ port: config.admin.port }, 'admin server listening');
 
-    const reason = await shutdownRequested(stop);
-    log.info({ reason, graceMs: config.shutdownGraceMs }, 'shutting down');
-    await scheduler.stop(config.shutdownGraceMs);
-    await admin.close();
-  } finally {
-    await db.close();
+    const scheduler = new Scheduler(log, metrics);
+    closers.push({ name: 'scheduler', close: () => scheduler.stop(config.shutdownGraceMs) });
+
+    return { db, metrics, scheduler, stop };
+  } catch (error) {
+    await stop('start-up failed');
+    throw error;
   }
-  log.info('stopped');
+}
+
+/** Resolves on the first SIGTERM or SIGINT. */
+function shutdownSignal(): Promise<string> {
+  return new Promise((resolve) => {
+    const done = (signal: string) => {
+      process.off('SIGTERM', done);
+      process.off('SIGINT', done);
+      resolve(signal);
+    };
+    process.once('SIGTERM', done);
+    process.once('SIGINT', done);
+  });
+}
+
+/** `review-mirror run`: start, wait for a signal, go through the one shutdown path. */
+export async function runDaemon(ctx: Context): Promise<void> {
+  const daemon = await startDaemon(ctx);
+  await daemon.stop(await shutdownSignal());
 }
