@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import * as syncState from './001_sync_state.js';
 import * as reviews from './002_reviews.js';
+import * as directory from './003_directory.js';
 import * as webhooks from './004_webhooks.js';
 
 export interface Migration {
@@ -12,5 +13,6 @@ export interface Migration {
 export const migrations: readonly Migration[] = [
   { name: '001_sync_state', up: syncState.up },
   { name: '002_reviews', up: reviews.up },
+  { name: '003_directory', up: directory.up },
   { name: '004_webhooks', up: webhooks.up },
 ];

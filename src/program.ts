@@ -1,8 +1,10 @@
-import { Command } from 'commander';
+import { Argument, Command } from 'commander';
 import { formatStatus, readStatus } from './commands/status.js';
+import { runSync } from './commands/sync.js';
 import { type Context, makeContext, withDb } from './context.js';
 import { runDaemon } from './daemon.js';
 import { migrate } from './db/migrate.js';
+import { SYNC_TARGETS, type SyncTarget } from './pull/jobs.js';
 
 /** Wraps a command body: builds the context (config errors exit 2), runs, and reports failures in one line. */
 function action<A extends unknown[]>(body: (ctx: Context, ...args: A) => Promise<void>) {
@@ -41,6 +43,17 @@ export function buildProgram(): Command {
           opts.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatStatus(report)}\n`,
         );
       }),
+    );
+
+  program
+    .command('sync')
+    .description('mirror once, then exit: reviews (--full: reconcile removals), locations, professionals, or all')
+    .addArgument(new Argument('<target>', 'what to mirror').choices(SYNC_TARGETS))
+    .option('--full', 'reviews: walk the whole feed and mark removed reviews; professionals: re-read every record')
+    .action(
+      action(async (ctx, target: SyncTarget, opts: { full?: boolean }) =>
+        runSync(ctx, target, { full: opts.full === true }),
+      ),
     );
 
   program

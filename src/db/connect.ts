@@ -24,8 +24,12 @@ export interface Db {
    * embedded database belongs to one process already, so there it just runs `fn`.
    */
   withLock<T>(key: string, fn: () => Promise<T>): Promise<T>;
+  /** Like `withLock`, but gives up at once when another session holds the lock (a replica skips). */
+  tryWithLock<T>(key: string, fn: () => Promise<T>): Promise<LockAttempt<T>>;
   close(): Promise<void>;
 }
+
+export type LockAttempt<T> = { acquired: true; value: T } | { acquired: false };
 
 export interface DbOptions {
   url: string | undefined;
@@ -66,7 +70,18 @@ export async function openDb(options: DbOptions): Promise<Db> {
         await session.end();
       }
     };
-    return makeDb(knex, options.schema, 'postgres', withLock, async () => knex.destroy());
+    const tryWithLock = async <T>(key: string, fn: () => Promise<T>): Promise<LockAttempt<T>> => {
+      const session = new pg.Client({ connectionString: url, application_name: 'review-mirror-lock' });
+      await session.connect();
+      try {
+        const res = await session.query('select pg_try_advisory_lock(hashtextextended($1, 0)) as ok', [key]);
+        if (res.rows[0]?.ok !== true) return { acquired: false };
+        return { acquired: true, value: await fn() };
+      } finally {
+        await session.end();
+      }
+    };
+    return makeDb(knex, options.schema, 'postgres', withLock, async () => knex.destroy(), tryWithLock);
   }
 
   let releaseLock: (() => Promise<void>) | undefined;
@@ -94,6 +109,7 @@ export async function openDb(options: DbOptions): Promise<Db> {
       await knex.destroy();
       await releaseLock?.();
     },
+    async (_key, fn) => ({ acquired: true, value: await fn() }),
   );
 }
 
@@ -103,6 +119,7 @@ function makeDb(
   backend: Backend,
   withLock: Db['withLock'],
   close: () => Promise<void>,
+  tryWithLock: Db['tryWithLock'],
 ): Db {
   let closed: Promise<void> | undefined;
   return {
@@ -111,6 +128,7 @@ function makeDb(
     backend,
     table: (name) => `${schema}.${name}`,
     withLock,
+    tryWithLock,
     close: () => {
       closed ??= close();
       return closed;

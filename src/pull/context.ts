@@ -1,0 +1,29 @@
+import type { Db } from '../db/connect.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import type { PartnerApi } from '../partner-api/client.js';
+
+/** The gauges and counters the pull jobs feed; absent for a one-shot CLI run. */
+export type PullMetrics = Pick<
+  Metrics,
+  'reviewsUpserted' | 'reviewsRemoved' | 'newestReview' | 'lastCompleteWalk'
+>;
+
+/** Everything a pull job needs, handed in by whoever wires it (the CLI or the daemon). */
+export interface PullContext {
+  readonly db: Db;
+  readonly api: PartnerApi;
+  readonly log: Logger;
+  readonly metrics?: PullMetrics | undefined;
+  /** How far behind the watermark an incremental walk starts reading. */
+  readonly overlapMs: number;
+  /** Single-record reads in flight at once while mirroring professionals. */
+  readonly detailConcurrency: number;
+}
+
+/** What a run did, stored in `sync_runs.counts`. Jobs add to it as they go, so a failed run keeps its partial counts. */
+export type RunCounts = Record<string, number>;
+
+export const addCount = (counts: RunCounts, name: string, n = 1): void => {
+  counts[name] = (counts[name] ?? 0) + n;
+};

@@ -1,0 +1,130 @@
+import type { Knex } from 'knex';
+import type { Db } from '../db/connect.js';
+import type { Location, ProfessionalListItem } from '../partner-api/schema.js';
+import type { StoredProfessional } from './professionalDetail.js';
+
+type Query = Knex | Knex.Transaction;
+
+const lastPerId = <T extends { id: unknown }>(items: readonly T[]): T[] => [
+  ...new Map(items.map((i) => [i.id, i])).values(),
+];
+
+/** Upserts listed locations in one statement; a listed record is not removed (any more). */
+export async function upsertLocations(q: Query, db: Db, locations: readonly Location[]): Promise<number> {
+  const rows = lastPerId(locations).map((l) => ({
+    id: l.id,
+    slug: l.slug,
+    name: l.name,
+    active: l.active,
+    address_line1: l.address.line1,
+    address_line2: l.address.line2,
+    address_city: l.address.city,
+    address_state: l.address.state,
+    address_zip: l.address.zip,
+    profile_url: l.profile_url,
+    default_survey_url: l.default_survey_url,
+    created_at: l.created_at,
+  }));
+  if (rows.length === 0) return 0;
+  await q(db.table('locations'))
+    .insert(rows)
+    .onConflict('id')
+    .merge({
+      ...Object.fromEntries(Object.keys(rows[0]!).map((k) => [k, q.raw('excluded.??', [k])])),
+      last_seen_at: q.fn.now(),
+      removed_at: null,
+    });
+  return rows.length;
+}
+
+export async function readStoredProfessionals(
+  q: Query,
+  db: Db,
+  ids: readonly string[],
+): Promise<Map<string, StoredProfessional>> {
+  if (ids.length === 0) return new Map();
+  const rows = await q(db.table('professionals'))
+    .whereIn('id', ids)
+    .select(
+      'id',
+      'slug',
+      'first_name',
+      'last_name',
+      'active',
+      'profile_url',
+      'default_survey_url',
+      'detail_fetched_at',
+      'removed_at',
+    );
+  return new Map(rows.map((r) => [r.id as string, r as StoredProfessional]));
+}
+
+/** A listed professional and, when it was read this run, its `location_id`. */
+export interface ProfessionalUpsert {
+  readonly item: ProfessionalListItem;
+  readonly detail: { readonly location_id: number | null } | undefined;
+}
+
+/**
+ * Upserts listed professionals in one statement. `location_id` is written only for those whose
+ * single record was read; the others keep what the mirror had.
+ */
+export async function upsertProfessionals(
+  q: Query,
+  db: Db,
+  professionals: readonly ProfessionalUpsert[],
+): Promise<number> {
+  const table = db.table('professionals');
+  const rows = lastPerId(professionals.map((p) => ({ ...p.item, _detail: p.detail }))).map(
+    ({ _detail, ...p }) => ({
+      id: p.id,
+      slug: p.slug,
+      first_name: p.first_name,
+      last_name: p.last_name,
+      active: p.active,
+      profile_url: p.profile_url,
+      default_survey_url: p.default_survey_url,
+      created_at: p.created_at,
+      location_id: _detail?.location_id ?? null,
+      detail_fetched_at: _detail === undefined ? null : q.fn.now(),
+    }),
+  );
+  if (rows.length === 0) return 0;
+  const listed = [
+    'slug',
+    'first_name',
+    'last_name',
+    'active',
+    'profile_url',
+    'default_survey_url',
+    'created_at',
+  ];
+  const read = 'excluded.detail_fetched_at is not null';
+  await q(table)
+    .insert(rows)
+    .onConflict('id')
+    .merge({
+      ...Object.fromEntries(listed.map((k) => [k, q.raw('excluded.??', [k])])),
+      location_id: q.raw(`case when ${read} then excluded.location_id else ??.location_id end`, [table]),
+      detail_fetched_at: q.raw(
+        `case when ${read} then excluded.detail_fetched_at else ??.detail_fetched_at end`,
+        [table],
+      ),
+      last_seen_at: q.fn.now(),
+      removed_at: null,
+    });
+  return rows.length;
+}
+
+/** After complete listings that began at `startedAt`: what they did not return is gone. */
+export async function markRemovedDirectory(
+  q: Query,
+  db: Db,
+  tableName: 'locations' | 'professionals',
+  startedAt: Date,
+): Promise<number> {
+  return q(db.table(tableName))
+    .whereNull('removed_at')
+    .where('last_seen_at', '<', startedAt)
+    .update({ removed_at: q.fn.now() });
+}

@@ -1,0 +1,102 @@
+import { ApiRequestError } from '../partner-api/errors.js';
+import type { Professional, ProfessionalListItem } from '../partner-api/schema.js';
+import { addCount, type PullContext, type RunCounts } from './context.js';
+import {
+  markRemovedDirectory,
+  readStoredProfessionals,
+  upsertLocations,
+  upsertProfessionals,
+} from './directorySql.js';
+import { mapBounded } from './mapBounded.js';
+import { needsDetail } from './professionalDetail.js';
+import { databaseNow } from './syncStateSql.js';
+
+export const LOCATIONS_JOB = 'locations';
+export const PROFESSIONALS_JOB = 'professionals';
+
+// Spec 4.4/4.5: a list returns active records unless asked for inactive ones; both make the whole.
+const BOTH = [true, false] as const;
+
+/**
+ * Mirrors every location, active and inactive, page by page. Records the complete listing did
+ * not return are marked removed; a listing that fails halfway marks nothing.
+ */
+export async function syncLocations(
+  ctx: PullContext,
+  counts: RunCounts,
+  signal?: AbortSignal,
+): Promise<void> {
+  const { db, api } = ctx;
+  const startedAt = await databaseNow(db.knex);
+  for (const active of BOTH) {
+    for await (const page of api.locationPages(active, null, signal)) {
+      addCount(counts, 'pages');
+      addCount(counts, 'fetched', await upsertLocations(db.knex, db, page.items));
+    }
+  }
+  addCount(counts, 'removed', await markRemovedDirectory(db.knex, db, 'locations', startedAt));
+  ctx.metrics?.lastCompleteWalk.set({ job: LOCATIONS_JOB }, Date.now() / 1000);
+}
+
+/**
+ * Mirrors every professional, active and inactive, with `location_id` from single reads (at most
+ * `detailConcurrency` at once) where the mirror lacks it or the listed record changed; `full`
+ * re-reads every one. Removal as for locations.
+ */
+export async function syncProfessionals(
+  ctx: PullContext,
+  counts: RunCounts,
+  options: { full: boolean },
+  signal?: AbortSignal,
+): Promise<void> {
+  const { db, api, log } = ctx;
+  const startedAt = await databaseNow(db.knex);
+  for (const active of BOTH) {
+    for await (const page of api.professionalPages(active, null, signal)) {
+      const stored = await readStoredProfessionals(
+        db.knex,
+        db,
+        page.items.map((p) => p.id),
+      );
+      const toRead = page.items.filter((item) =>
+        needsDetail(stored.get(item.id), item, { full: options.full, now: startedAt }),
+      );
+      const details = new Map<string, Professional>();
+      await mapBounded(toRead, ctx.detailConcurrency, async (item) => {
+        const detail = await readDetail(ctx, item, signal);
+        if (detail !== undefined) details.set(item.id, detail);
+      });
+      if (toRead.length > details.size) {
+        log.info(
+          { missing: toRead.length - details.size },
+          'professionals renamed or gone since listed; read next run',
+        );
+      }
+      const written = await upsertProfessionals(
+        db.knex,
+        db,
+        page.items.map((item) => ({ item, detail: details.get(item.id) })),
+      );
+      addCount(counts, 'pages');
+      addCount(counts, 'fetched', written);
+      addCount(counts, 'details', details.size);
+    }
+  }
+  addCount(counts, 'removed', await markRemovedDirectory(db.knex, db, 'professionals', startedAt));
+  ctx.metrics?.lastCompleteWalk.set({ job: PROFESSIONALS_JOB }, Date.now() / 1000);
+}
+
+/** The single record, or undefined when its slug no longer names it (renamed or deleted since the listing). */
+async function readDetail(
+  ctx: PullContext,
+  item: ProfessionalListItem,
+  signal?: AbortSignal,
+): Promise<Professional | undefined> {
+  try {
+    const detail = await ctx.api.getProfessional(item.slug, signal);
+    return detail.id === item.id ? detail : undefined;
+  } catch (error) {
+    if (error instanceof ApiRequestError && error.status === 404) return undefined;
+    throw error;
+  }
+}

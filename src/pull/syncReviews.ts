@@ -1,0 +1,35 @@
+import type { PullContext, RunCounts } from './context.js';
+import { readCheckpoint, writeCheckpoint } from './syncStateSql.js';
+import { advanceWatermark, EMPTY_CHECKPOINT, planIncrementalWalk } from './walkPlan.js';
+import { walkReviewFeed } from './walkReviewFeed.js';
+
+export const REVIEWS_JOB = 'reviews';
+
+/**
+ * The incremental sync: resumes an unfinished walk, or walks from the newest review down to the
+ * watermark minus the overlap. Only a walk that reaches its end moves the watermark. An
+ * unchanged feed costs one request (one page with has_more false).
+ */
+export async function syncReviews(ctx: PullContext, counts: RunCounts, signal?: AbortSignal): Promise<void> {
+  const { db, metrics } = ctx;
+  const state = await readCheckpoint(db.knex, db, REVIEWS_JOB);
+  const plan = planIncrementalWalk(state, ctx.overlapMs);
+  let watermark = state.watermark;
+  await walkReviewFeed(
+    ctx,
+    {
+      job: REVIEWS_JOB,
+      plan,
+      state,
+      walkStartedAt: state.walkStartedAt,
+      complete: async (trx, walkNewest) => {
+        watermark = advanceWatermark(state.watermark, walkNewest);
+        await writeCheckpoint(trx, db, REVIEWS_JOB, { ...EMPTY_CHECKPOINT, watermark });
+      },
+    },
+    counts,
+    signal,
+  );
+  if (watermark !== null) metrics?.newestReview.set(watermark.getTime() / 1000);
+  metrics?.lastCompleteWalk.set({ job: REVIEWS_JOB }, Date.now() / 1000);
+}

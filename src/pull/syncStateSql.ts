@@ -1,0 +1,39 @@
+import type { Knex } from 'knex';
+import type { Db } from '../db/connect.js';
+import { EMPTY_CHECKPOINT, type WalkCheckpoint } from './walkPlan.js';
+
+type Query = Knex | Knex.Transaction;
+
+export async function readCheckpoint(q: Query, db: Db, job: string): Promise<WalkCheckpoint> {
+  const row = await q(db.table('sync_state')).where({ job }).first();
+  if (!row) return EMPTY_CHECKPOINT;
+  return {
+    watermark: row.watermark ?? null,
+    cursor: row.cursor ?? null,
+    walkSince: row.walk_since ?? null,
+    walkNewest: row.walk_newest ?? null,
+    walkStartedAt: row.walk_started_at ?? null,
+  };
+}
+
+/** Writes the whole checkpoint of `job` (insert or update). Call it in the transaction of the data it covers. */
+export async function writeCheckpoint(q: Query, db: Db, job: string, state: WalkCheckpoint): Promise<void> {
+  await q(db.table('sync_state'))
+    .insert({
+      job,
+      watermark: state.watermark,
+      cursor: state.cursor,
+      walk_since: state.walkSince,
+      walk_newest: state.walkNewest,
+      walk_started_at: state.walkStartedAt,
+      updated_at: q.fn.now(),
+    })
+    .onConflict('job')
+    .merge();
+}
+
+/** The database's clock, so every comparison with `now()`-stamped columns uses one clock. */
+export async function databaseNow(q: Query): Promise<Date> {
+  const result = await q.raw('select now() as now');
+  return new Date(result.rows[0].now);
+}

@@ -1,0 +1,75 @@
+/**
+ * The decisions of an incremental walk of the newest-first review feed, kept pure.
+ *
+ * A walk reads from the newest review down to `since` (exclusive), following cursors. It is
+ * checkpointed after every page (cursor, its `since`, the newest created_at it has seen), and
+ * only a walk that reached the end moves the watermark, to the newest created_at it saw.
+ * The next walk starts at watermark minus the overlap, which re-reads the boundary: ties on
+ * created_at, reviews that arrive late with a past created_at, and clock skew.
+ */
+
+/** A job's row of `sync_state`, as far as walks are concerned. */
+export interface WalkCheckpoint {
+  /** Newest created_at known to be fully mirrored (every review at or before it, minus the overlap). */
+  readonly watermark: Date | null;
+  /** The unfinished walk's next cursor; null when no walk is in progress. */
+  readonly cursor: string | null;
+  readonly walkSince: Date | null;
+  readonly walkNewest: Date | null;
+  readonly walkStartedAt: Date | null;
+}
+
+export const EMPTY_CHECKPOINT: WalkCheckpoint = {
+  watermark: null,
+  cursor: null,
+  walkSince: null,
+  walkNewest: null,
+  walkStartedAt: null,
+};
+
+export interface WalkPlan {
+  /** Lower bound passed as `since` on every page of this walk; null reads the whole feed. */
+  readonly since: Date | null;
+  /** Where to start: a checkpointed cursor, or null for the newest page. */
+  readonly cursor: string | null;
+  /** Newest created_at already seen by this walk (a resumed walk keeps what its first part saw). */
+  readonly newest: Date | null;
+  readonly resumed: boolean;
+}
+
+/** Resume the unfinished walk if there is one; otherwise start a new one behind the watermark. */
+export function planIncrementalWalk(state: WalkCheckpoint, overlapMs: number): WalkPlan {
+  if (state.cursor !== null) {
+    return { since: state.walkSince, cursor: state.cursor, newest: state.walkNewest, resumed: true };
+  }
+  const since = state.watermark === null ? null : new Date(state.watermark.getTime() - overlapMs);
+  return { since, cursor: null, newest: null, resumed: false };
+}
+
+/**
+ * A reconcile reads everything; it resumes its own unfinished walk, but only one that knows when
+ * it began (removals are decided against that time).
+ */
+export function planFullWalk(state: WalkCheckpoint): WalkPlan {
+  if (state.cursor !== null && state.walkStartedAt !== null) {
+    return { since: null, cursor: state.cursor, newest: state.walkNewest, resumed: true };
+  }
+  return { since: null, cursor: null, newest: null, resumed: false };
+}
+
+/** The newest of `current` and the created_at of `items`. */
+export function newestCreatedAt(
+  current: Date | null,
+  items: ReadonlyArray<{ created_at: string }>,
+): Date | null {
+  let newest = current?.getTime() ?? Number.NEGATIVE_INFINITY;
+  for (const item of items) newest = Math.max(newest, Date.parse(item.created_at));
+  return Number.isFinite(newest) ? new Date(newest) : null;
+}
+
+/** The watermark after a completed walk: never moves backwards; an empty walk leaves it alone. */
+export function advanceWatermark(watermark: Date | null, walkNewest: Date | null): Date | null {
+  if (walkNewest === null) return watermark;
+  if (watermark === null) return walkNewest;
+  return walkNewest.getTime() > watermark.getTime() ? walkNewest : watermark;
+}

@@ -1,0 +1,79 @@
+import type { Knex } from 'knex';
+import { toReviewRow } from '../mirror/reviewRow.js';
+import { upsertReviews } from '../mirror/upsertReviews.js';
+import { ApiRequestError } from '../partner-api/errors.js';
+import { addCount, type PullContext, type RunCounts } from './context.js';
+import { writeCheckpoint } from './syncStateSql.js';
+import { newestCreatedAt, type WalkCheckpoint, type WalkPlan } from './walkPlan.js';
+
+export interface FeedWalk {
+  readonly job: string;
+  readonly plan: WalkPlan;
+  /** The checkpoint row as read at the start; its watermark is carried through every page. */
+  readonly state: WalkCheckpoint;
+  readonly walkStartedAt: Date | null;
+  /** Runs in the transaction of the last page: moves the watermark, marks removals, clears the walk. */
+  readonly complete: (trx: Knex.Transaction, walkNewest: Date | null) => Promise<void>;
+}
+
+/**
+ * Walks the review feed per `walk.plan` to its end. Every page is upserted in one statement, in
+ * one transaction with the checkpoint that follows it, so a process killed anywhere resumes
+ * exactly after the last stored page. The next page is fetched while this one is written.
+ * Returns the newest created_at the whole walk saw.
+ */
+export async function walkReviewFeed(
+  ctx: PullContext,
+  walk: FeedWalk,
+  counts: RunCounts,
+  signal?: AbortSignal,
+): Promise<Date | null> {
+  const { db, api, log, metrics } = ctx;
+  const table = db.table('reviews');
+  let cursor = walk.plan.cursor;
+  let newest = walk.plan.newest;
+  if (walk.plan.resumed) addCount(counts, 'resumed');
+  for (;;) {
+    let pagesThisTry = 0;
+    try {
+      for await (const page of api.reviewPages(walk.plan.since, cursor, signal)) {
+        pagesThisTry++;
+        newest = newestCreatedAt(newest, page.items);
+        const rows = page.items.map((r) => toReviewRow(r, page.receivedAt));
+        const walkNewest = newest;
+        const written = await db.knex.transaction(async (trx) => {
+          const result = await upsertReviews(trx, table, rows, 'feed');
+          if (page.nextCursor === null) await walk.complete(trx, walkNewest);
+          else
+            await writeCheckpoint(trx, db, walk.job, {
+              watermark: walk.state.watermark,
+              cursor: page.nextCursor,
+              walkSince: walk.plan.since,
+              walkNewest,
+              walkStartedAt: walk.walkStartedAt,
+            });
+          return result;
+        });
+        addCount(counts, 'pages');
+        addCount(counts, 'fetched', rows.length);
+        addCount(counts, 'inserted', written.inserted);
+        addCount(counts, 'updated', written.updated);
+        metrics?.reviewsUpserted.inc({ source: 'feed', outcome: 'inserted' }, written.inserted);
+        metrics?.reviewsUpserted.inc({ source: 'feed', outcome: 'updated' }, written.updated);
+        signal?.throwIfAborted();
+      }
+      return newest;
+    } catch (error) {
+      // A checkpointed cursor the platform no longer accepts (expired, or the platform was
+      // reset): restart the same walk from its newest page, keeping its `since`.
+      const staleCursor =
+        error instanceof ApiRequestError &&
+        pagesThisTry === 0 &&
+        cursor !== null &&
+        cursor === walk.plan.cursor;
+      if (!staleCursor) throw error;
+      log.warn({ job: walk.job, status: error.status }, 'checkpointed cursor refused; restarting the walk');
+      cursor = null;
+    }
+  }
+}
