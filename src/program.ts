@@ -1,5 +1,6 @@
 import { Argument, Command } from 'commander';
 import { formatStatus, readStatus } from './commands/status.js';
+import { webhooksCommand } from './commands/webhooks.js';
 import { runSync } from './commands/sync.js';
 import { type Context, makeContext, withDb } from './context.js';
 import { runDaemon } from './daemon.js';
@@ -60,6 +61,8 @@ export function buildProgram(): Command {
     .command('run')
     .description('run the daemon: migrations, scheduled sync, webhook receiver, health and metrics')
     .action(action(async (ctx) => runDaemon(ctx)));
+
+  program.addCommand(webhooksCommand());
 
   return program;
 }

@@ -12,6 +12,8 @@ export class SigningSecrets {
   readonly #configured: readonly string[];
   readonly #scrubber: SecretScrubber;
   #current: readonly string[];
+  #lastRefreshMs = Number.NEGATIVE_INFINITY;
+  #refreshing: Promise<boolean> | undefined;
 
   constructor(configured: readonly string[], scrubber: SecretScrubber) {
     this.#configured = [...new Set(configured)];
@@ -30,6 +32,26 @@ export class SigningSecrets {
     const stored = await activeSecrets(db);
     for (const s of stored) this.#scrubber.add(s);
     this.#current = [...new Set([...stored, ...this.#configured])];
+    this.#lastRefreshMs = Date.now();
     return this.#current;
+  }
+
+  /**
+   * Re-reads the stored secrets at most once per `minIntervalMs`, for a delivery no secret in
+   * force matched: a secret just stored by `webhooks register` in another process is accepted
+   * at once instead of at the next health poll, while forged deliveries cost at most one query
+   * per interval. Resolves whether the set changed.
+   */
+  refreshSoon(db: Db, minIntervalMs = 1000): Promise<boolean> {
+    if (this.#refreshing) return this.#refreshing;
+    if (Date.now() - this.#lastRefreshMs < minIntervalMs) return Promise.resolve(false);
+    const before = this.#current;
+    this.#refreshing = this.refresh(db)
+      .then((after) => after.length !== before.length || after.some((s, i) => s !== before[i]))
+      .catch(() => false)
+      .finally(() => {
+        this.#refreshing = undefined;
+      });
+    return this.#refreshing;
   }
 }

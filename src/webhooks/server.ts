@@ -13,6 +13,8 @@ export interface WebhookServerOptions {
   readonly maxBodyBytes: number;
   /** The secrets in force, read once per delivery (they change on rotation). */
   readonly secrets: () => readonly string[];
+  /** Called when no secret matched: reloads the secrets if due, resolving whether they changed. */
+  readonly reloadSecrets?: () => Promise<boolean>;
   readonly inbox: Pick<Inbox, 'submit'>;
   readonly log: Logger;
   readonly metrics?: Metrics;
@@ -98,15 +100,20 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
       // No body and no content type at all: nothing was parsed.
       return refuse(reply, 415, 'unsupported_media_type', { contentType: request.headers['content-type'] });
     }
-    const verified = verifyDelivery(
-      {
-        timestamp: header(request.headers['x-ee-timestamp']),
-        signature: header(request.headers['x-ee-signature']),
-        body,
-      },
-      options.secrets(),
-      { nowSeconds: nowSeconds(), toleranceSeconds: options.toleranceSeconds },
-    );
+    const signed = {
+      timestamp: header(request.headers['x-ee-timestamp']),
+      signature: header(request.headers['x-ee-signature']),
+      body,
+    };
+    const verify = () =>
+      verifyDelivery(signed, options.secrets(), {
+        nowSeconds: nowSeconds(),
+        toleranceSeconds: options.toleranceSeconds,
+      });
+    let verified = verify();
+    if (!verified.ok && verified.reason === 'bad_signature' && (await options.reloadSecrets?.())) {
+      verified = verify();
+    }
     if (!verified.ok) {
       return refuse(reply, 401, verified.reason, { skewSeconds: roundSkew(verified.skewSeconds) });
     }

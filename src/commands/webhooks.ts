@@ -1,0 +1,110 @@
+import { Command } from 'commander';
+import { type Context, makeContext, withDb } from '../context.js';
+import type { Db } from '../db/connect.js';
+import { migrate } from '../db/migrate.js';
+import { makePartnerApi, type PartnerApi } from '../partner-api/client.js';
+import { ApiRequestError } from '../partner-api/errors.js';
+import { deleteWebhook, listWebhooks, registerWebhook } from '../partner-api/webhooks.js';
+import { webhookState } from '../webhooks/health.js';
+import { listStored, markDeleted, recordListed, saveRegistration } from '../webhooks/registrations.js';
+import { alignColumns } from './status.js';
+
+/** Opens the API and the (migrated) database for one webhook command. */
+async function withApiAndDb<T>(fn: (api: PartnerApi, db: Db, ctx: Context) => Promise<T>): Promise<T> {
+  const ctx = makeContext();
+  const api = makePartnerApi(ctx.config, ctx.log);
+  try {
+    return await withDb(ctx, async (db) => {
+      await migrate(db);
+      return fn(api, db, ctx);
+    });
+  } finally {
+    await api.close();
+  }
+}
+
+export interface WebhookListing {
+  id: string;
+  url: string;
+  state: string;
+  is_active: boolean | null;
+  last_error: string | null;
+  /** Whether the signing secret is stored here (registered by `webhooks register` or `run`). */
+  secret_stored: boolean;
+}
+
+export function formatWebhooks(rows: readonly WebhookListing[]): string {
+  if (rows.length === 0) return 'no webhook registered';
+  const header = ['id', 'url', 'state', 'secret', 'last_error'];
+  const table = rows.map((w) => [w.id, w.url, w.state, w.secret_stored ? 'stored' : '-', w.last_error ?? '']);
+  return alignColumns([header, ...table]).join('\n');
+}
+
+/** `review-mirror webhooks register|list|delete`. */
+export function webhooksCommand(): Command {
+  const command = new Command('webhooks').description('register, list and delete webhooks on the platform');
+
+  command
+    .command('register')
+    .description('register a webhook for review.created; its signing secret is stored in the database')
+    .requiredOption('--url <url>', 'public HTTPS URL of the receiver (…/webhooks/review-created)')
+    .option('--description <text>', 'label shown by the platform')
+    .action(async (opts: { url: string; description?: string }) => {
+      await withApiAndDb(async (api, db, ctx) => {
+        const webhook = await registerWebhook(api, { url: opts.url, description: opts.description });
+        ctx.scrubber.add(webhook.signing_secret);
+        await saveRegistration(db, {
+          ...webhook,
+          description: webhook.description ?? opts.description ?? null,
+        });
+        process.stdout.write(
+          `registered webhook ${webhook.id} for ${webhook.url}\n` +
+            `its signing secret is stored in ${db.table('webhooks')} (the platform shows it only once)\n`,
+        );
+      });
+    });
+
+  command
+    .command('list')
+    .description("show every webhook of the company with its state and the platform's last_error")
+    .option('--json', 'print JSON instead of a table')
+    .action(async (opts: { json?: boolean }) => {
+      await withApiAndDb(async (api, db) => {
+        const listed = await listWebhooks(api);
+        await recordListed(db, listed);
+        const withSecret = new Set(
+          (await listStored(db)).filter((w) => w.signing_secret !== null).map((w) => w.id),
+        );
+        const rows: WebhookListing[] = listed.map((w) => ({
+          id: w.id,
+          url: w.url,
+          state: webhookState(w),
+          is_active: w.is_active ?? null,
+          last_error: w.last_error,
+          secret_stored: withSecret.has(w.id),
+        }));
+        process.stdout.write(opts.json ? `${JSON.stringify(rows, null, 2)}\n` : `${formatWebhooks(rows)}\n`);
+      });
+    });
+
+  command
+    .command('delete')
+    .description('delete a webhook on the platform; its stored secret stops being accepted')
+    .argument('<id>', 'webhook id (see `webhooks list`)')
+    .action(async (id: string) => {
+      await withApiAndDb(async (api, db) => {
+        let note = '';
+        try {
+          await deleteWebhook(api, id);
+        } catch (error) {
+          // Already gone on the platform (say, a retried delete): forget it here all the same.
+          if (!(error instanceof ApiRequestError && error.status === 404)) throw error;
+          note = ' (the platform no longer knew it)';
+        }
+        await markDeleted(db, id);
+        process.stdout.write(`deleted webhook ${id}${note}\n`);
+      });
+    });
+
+  return command;
+}

@@ -1,0 +1,99 @@
+import type { AddressInfo } from 'node:net';
+import type { Config } from '../config/schema.js';
+import type { Db } from '../db/connect.js';
+import type { Logger, SecretScrubber } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import type { PartnerApi } from '../partner-api/client.js';
+import type { Scheduler } from '../scheduler.js';
+import { ensureRegistration } from './ensure.js';
+import { checkWebhookHealth } from './health.js';
+import { Inbox } from './inbox.js';
+import { SigningSecrets } from './secrets.js';
+import { loadTls, makeWebhookServer } from './server.js';
+
+export const HEALTH_JOB = 'webhook-health';
+
+export interface ReceiverDeps {
+  readonly config: Config;
+  readonly log: Logger;
+  readonly scrubber: SecretScrubber;
+  readonly db: Db;
+  readonly metrics: Metrics;
+  readonly scheduler: Scheduler;
+  /** The platform client; without it (API not configured) there is no registration or health poll. */
+  readonly api: PartnerApi | undefined;
+}
+
+export interface WebhookReceiver {
+  /** Where the receiver listens, e.g. `https://0.0.0.0:8080/webhooks/review-created`. */
+  readonly url: string;
+  readonly secrets: SigningSecrets;
+  /** Stops accepting, lets requests in flight finish, then drains the inbox. */
+  close(): Promise<void>;
+}
+
+/**
+ * The webhook part of `run`: loads the secrets, serves the public receiver on HTTP_PORT (TLS when
+ * configured), and with the API configured ensures the WEBHOOK_PUBLIC_URL registration and
+ * schedules the health poll. Failures to reach the platform are logged and retried by the poll;
+ * they never keep the receiver from starting.
+ */
+export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookReceiver> {
+  const { config, log, db, metrics, scheduler, api } = deps;
+  const secrets = new SigningSecrets(config.webhook.secrets, deps.scrubber);
+  await secrets.refresh(db);
+
+  let registrationEnsured = config.webhook.publicUrl === undefined;
+  const healthJob = async (signal: AbortSignal) => {
+    if (api === undefined) return;
+    if (!registrationEnsured && config.webhook.publicUrl !== undefined) {
+      const deps = { api, db, secrets, log, haveConfiguredSecrets: config.webhook.secrets.length > 0 };
+      await ensureRegistration(deps, config.webhook.publicUrl, signal);
+      registrationEnsured = true;
+    }
+    await checkWebhookHealth({ api, db, secrets, log, metrics }, signal);
+  };
+  const inbox = new Inbox({ db, log, metrics });
+  const tls = loadTls(config.webhook);
+  const server = makeWebhookServer({
+    path: config.webhook.path,
+    toleranceSeconds: config.webhook.toleranceSeconds,
+    maxBodyBytes: config.webhook.maxBodyBytes,
+    secrets: () => secrets.current(),
+    reloadSecrets: () => secrets.refreshSoon(db),
+    inbox,
+    log,
+    metrics,
+    tls,
+  });
+  try {
+    await server.listen({ host: config.http.host, port: config.http.port });
+  } catch (error) {
+    await inbox.close();
+    throw error;
+  }
+  const port = (server.server.address() as AddressInfo).port;
+  const url = `${tls ? 'https' : 'http'}://${config.http.host}:${port}${config.webhook.path}`;
+  log.info({ port, tls: tls !== undefined, path: config.webhook.path }, 'webhook receiver listening');
+
+  if (api !== undefined) {
+    scheduler.add(HEALTH_JOB, config.webhook.healthCron, healthJob);
+    // Not awaited: registers WEBHOOK_PUBLIC_URL and fills the gauges now, while the receiver
+    // already serves; a platform that is down only delays this (the next tick tries again).
+    void scheduler.trigger(HEALTH_JOB, healthJob);
+  } else if (config.webhook.publicUrl !== undefined) {
+    log.warn('WEBHOOK_PUBLIC_URL is set but the API is not configured: nothing is registered');
+  }
+  if (secrets.current().length === 0 && config.webhook.publicUrl === undefined) {
+    log.warn('webhook receiver has no signing secret: every delivery is refused until one is registered');
+  }
+
+  return {
+    url,
+    secrets,
+    close: async () => {
+      await server.close();
+      await inbox.close();
+    },
+  };
+}
