@@ -6,6 +6,7 @@ import { type Context, makeContext, withDb } from './context.js';
 import { runDaemon } from './daemon.js';
 import { migrate } from './db/migrate.js';
 import { SYNC_TARGETS, type SyncTarget } from './pull/jobs.js';
+import { sandboxCommand } from './sandbox/command.js';
 
 /** Wraps a command body: builds the context (config errors exit 2), runs, and reports failures in one line. */
 function action<A extends unknown[]>(body: (ctx: Context, ...args: A) => Promise<void>) {
@@ -61,6 +62,8 @@ export function buildProgram(): Command {
     .command('run')
     .description('run the daemon: migrations, scheduled sync, webhook receiver, health and metrics')
     .action(action(async (ctx) => runDaemon(ctx)));
+
+  program.addCommand(sandboxCommand());
 
   program.addCommand(webhooksCommand());
 

@@ -1,0 +1,76 @@
+import { Command, InvalidArgumentError } from 'commander';
+import { startSandbox } from './server.js';
+
+const integer = (min: number) => (raw: string) => {
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`must be an integer >= ${min}`);
+  return n;
+};
+
+const positiveNumber = (raw: string) => {
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('must be a number > 0');
+  return n;
+};
+
+interface SandboxFlags {
+  port: number;
+  host: string;
+  seedReviews: number;
+  seed: number;
+  apiKey?: string;
+  timeScale: number;
+  allowHttpWebhooks?: boolean;
+  surveyDelayMs: number;
+  deliveryTimeoutMs: number;
+}
+
+/** `review-mirror sandbox`: the emulated platform, until SIGTERM or SIGINT. Takes flags only, no config. */
+export function sandboxCommand(): Command {
+  return new Command('sandbox')
+    .description('serve an emulation of the review platform partner API (plus a /_sandbox control API)')
+    .option('--port <port>', 'TCP port (0 picks a free one)', integer(0), 4010)
+    .option('--host <host>', 'interface to listen on', '127.0.0.1')
+    .option('--seed-reviews <n>', 'reviews seeded into the first company', integer(0), 0)
+    .option('--seed <s>', 'seed of the seeded reviews and fault draws', integer(0), 1)
+    .option('--api-key <key>', "the first company's API key (random when omitted)")
+    .option(
+      '--time-scale <f>',
+      'multiplies webhook retry waits (0.001: 1 minute becomes 60 ms)',
+      positiveNumber,
+      1,
+    )
+    .option('--allow-http-webhooks', 'accept http://127.0.0.1 and http://localhost webhook URLs')
+    .option('--survey-delay-ms <ms>', 'delay before default_survey_url is set', integer(0), 3000)
+    .option('--delivery-timeout-ms <ms>', 'webhook delivery timeout', integer(1), 10_000)
+    .action(async (flags: SandboxFlags) => {
+      const started = Date.now();
+      const sandbox = await startSandbox({
+        host: flags.host,
+        port: flags.port,
+        seedReviews: flags.seedReviews,
+        seed: flags.seed,
+        timeScale: flags.timeScale,
+        allowHttpWebhooks: flags.allowHttpWebhooks ?? false,
+        surveyDelayMs: flags.surveyDelayMs,
+        deliveryTimeoutMs: flags.deliveryTimeoutMs,
+        ...(flags.apiKey === undefined ? {} : { apiKey: flags.apiKey }),
+      });
+      process.stdout.write(
+        [
+          `sandbox listening on ${sandbox.url} (ready in ${Date.now() - started} ms)`,
+          `base_url:   ${sandbox.url}  (partner API at ${sandbox.url}/api/v1/partner)`,
+          `api_key:    ${sandbox.apiKey}`,
+          `company_id: ${sandbox.companyId}  (${flags.seedReviews} seeded reviews)`,
+          `control:    ${sandbox.url}/_sandbox`,
+          '',
+        ].join('\n'),
+      );
+      await new Promise<void>((resolve) => {
+        process.once('SIGTERM', resolve);
+        process.once('SIGINT', resolve);
+      });
+      await sandbox.close();
+      process.stdout.write('sandbox stopped\n');
+    });
+}
