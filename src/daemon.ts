@@ -4,13 +4,18 @@ import { type Db, dbOptionsFromConfig, openDb } from './db/connect.js';
 import { migrate } from './db/migrate.js';
 import { describeError } from './errors.js';
 import { type Metrics, makeMetrics } from './metrics.js';
+import { makePartnerApi, type PartnerApi } from './partner-api/client.js';
 import { Scheduler } from './scheduler.js';
+import { startWebhookReceiver, type WebhookReceiver } from './webhooks/receiver.js';
 
 /** A started daemon: its parts, for in-process callers (`demo`, tests), and its one way to stop. */
 export interface RunningDaemon {
   readonly db: Db;
   readonly metrics: Metrics;
   readonly scheduler: Scheduler;
+  /** The platform client; undefined until REVIEWS_API_URL and REVIEWS_API_KEY are set. */
+  readonly api: PartnerApi | undefined;
+  readonly webhooks: WebhookReceiver;
   /** Stops every part in the reverse order of starting; idempotent. */
   stop(reason: string): Promise<void>;
 }
@@ -50,9 +55,15 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
     log.info({ port: config.admin.port }, 'admin server listening');
 
     const scheduler = new Scheduler(log, metrics);
+    const api = config.api.url && config.api.key ? makePartnerApi(config, log, metrics) : undefined;
+    if (api) closers.push({ name: 'partner API client', close: () => api.close() });
     closers.push({ name: 'scheduler', close: () => scheduler.stop(config.shutdownGraceMs) });
 
-    return { db, metrics, scheduler, stop };
+    // Closed first: stop accepting deliveries and drain the inbox while the database is open.
+    const webhooks = await startWebhookReceiver({ ...ctx, db, metrics, scheduler, api });
+    closers.push({ name: 'webhook receiver', close: () => webhooks.close() });
+
+    return { db, metrics, scheduler, api, webhooks, stop };
   } catch (error) {
     await stop('start-up failed');
     throw error;
