@@ -28,6 +28,7 @@ export async function runJob(
   const run = async (): Promise<JobRun> => {
     const id = await startRun(db, job);
     const startedAt = Date.now();
+    log.info({ job }, 'sync job started');
     try {
       await body(counts, options.signal);
     } catch (error) {

@@ -1,0 +1,146 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { Db } from '../../src/db/connect.js';
+import type { PartnerApi } from '../../src/partner-api/client.js';
+import { locationSchema, professionalSchema } from '../../src/partner-api/schema.js';
+import { runJob } from '../../src/pull/runJob.js';
+import {
+  LOCATIONS_JOB,
+  PROFESSIONALS_JOB,
+  syncLocations,
+  syncProfessionals,
+} from '../../src/pull/syncDirectory.js';
+import { freshDb } from '../helpers/db.js';
+import { pullContext, quietLog, type TestSandbox, testApi, testSandbox } from './helpers.js';
+
+describe('locations and professionals', () => {
+  let sandbox: TestSandbox;
+  let db: Db;
+  let api: PartnerApi;
+  beforeAll(async () => {
+    sandbox = await testSandbox({ surveyDelayMs: 400 });
+    db = await freshDb();
+    // Page size 2: the lists span several pages in both the active and the inactive walk.
+    api = testApi(sandbox, { pageSize: 2 });
+    const locations = [
+      { name: 'Downtown Office', address_1: '1 Main St', address_2: 'Suite 4', city: 'Zürich', zip: '8001' },
+      { name: 'Harbour', city: 'Cork' },
+      { name: 'Old Branch', active: false },
+    ];
+    const ids: number[] = [];
+    for (const body of locations) {
+      ids.push((await api.request('POST', '/locations', { body, schema: locationSchema })).id);
+    }
+    const professionals = [
+      { first_name: 'Ana', last_name: 'Núñez', location_id: ids[0] },
+      { first_name: 'Ben', last_name: 'Okafor', location_id: ids[1] },
+      { first_name: 'Chloé', last_name: 'Martin' },
+      { first_name: 'Dev', last_name: 'Patel', location_id: ids[2], active: false },
+      { first_name: 'Eve', last_name: 'Smith', active: false },
+    ];
+    for (const [i, body] of professionals.entries()) {
+      await api.request('POST', '/professionals', {
+        body: { ...body, email: `pro${i}@example.com` },
+        schema: professionalSchema,
+      });
+    }
+  });
+  afterAll(async () => {
+    await api?.close();
+    await db?.close();
+    await sandbox?.close();
+  });
+
+  const syncBoth = async (full = false) => {
+    const ctx = pullContext(db, api, { detailConcurrency: 2 });
+    const locations = await runJob(db, quietLog, LOCATIONS_JOB, (c, s) => syncLocations(ctx, c, s), {
+      wait: true,
+    });
+    const professionals = await runJob(
+      db,
+      quietLog,
+      PROFESSIONALS_JOB,
+      (c, s) => syncProfessionals(ctx, c, { full }, s),
+      { wait: true },
+    );
+    return { locations: locations.counts, professionals: professionals.counts };
+  };
+
+  const mirrorMatchesTruth = async () => {
+    const truth = await sandbox.control.truth(sandbox.companyId);
+    const locations = await db.knex(db.table('locations')).whereNull('removed_at').orderBy('id');
+    expect(
+      locations.map((l) => ({
+        id: l.id,
+        slug: l.slug,
+        name: l.name,
+        active: l.active,
+        address: {
+          line1: l.address_line1,
+          line2: l.address_line2,
+          city: l.address_city,
+          state: l.address_state,
+          zip: l.address_zip,
+        },
+        profile_url: l.profile_url,
+        default_survey_url: l.default_survey_url,
+        created_at: l.created_at.toISOString(),
+      })),
+    ).toEqual([...truth.locations].sort((a, b) => a.id - b.id));
+    const professionals = await db.knex(db.table('professionals')).whereNull('removed_at').orderBy('id');
+    expect(
+      professionals.map((p) => ({
+        id: p.id,
+        slug: p.slug,
+        first_name: p.first_name,
+        last_name: p.last_name,
+        active: p.active,
+        location_id: p.location_id,
+        profile_url: p.profile_url,
+        default_survey_url: p.default_survey_url,
+        created_at: p.created_at.toISOString(),
+      })),
+    ).toEqual(
+      truth.professionals
+        .map(({ email: _email, ...p }) => p)
+        .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
+    );
+    return { locations: locations.length, professionals: professionals.length };
+  };
+
+  it('mirrors active and inactive records with every field, location_id from single reads', async () => {
+    const counts = await syncBoth();
+    expect(counts.locations).toMatchObject({ fetched: 3, removed: 0 });
+    expect(counts.professionals).toMatchObject({ fetched: 5, details: 5, removed: 0 });
+    expect(await mirrorMatchesTruth()).toEqual({ locations: 3, professionals: 5 });
+    const surveys = await db
+      .knex(db.table('professionals'))
+      .whereNotNull('default_survey_url')
+      .count({ n: '*' });
+    expect(Number(surveys[0]!.n)).toBe(0); // not provisioned yet
+  });
+
+  it('keeps default_survey_url current once the platform provisions it', async () => {
+    await new Promise((r) => setTimeout(r, 500));
+    await syncBoth();
+    await mirrorMatchesTruth();
+    const surveys = await db.knex(db.table('locations')).whereNull('default_survey_url').count({ n: '*' });
+    expect(Number(surveys[0]!.n)).toBe(0);
+  });
+
+  it('reads single records only when something changed, or all of them with --full', async () => {
+    expect((await syncBoth()).professionals.details).toBe(0);
+    expect((await syncBoth(true)).professionals.details).toBe(5);
+    await mirrorMatchesTruth();
+  });
+
+  it('marks records that disappear as removed', async () => {
+    await sandbox.control.reset(); // the company comes back empty, under the same key
+    const counts = await syncBoth();
+    expect(counts.locations.removed).toBe(3);
+    expect(counts.professionals.removed).toBe(5);
+    expect(await mirrorMatchesTruth()).toEqual({ locations: 0, professionals: 0 });
+    const all = z.array(z.object({ removed_at: z.date() }));
+    expect(all.parse(await db.knex(db.table('professionals')).select('removed_at'))).toHaveLength(5);
+  });
+});

@@ -1,0 +1,112 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDb } from '../../src/db/connect.js';
+import { makeRandom } from '../../src/sandbox/random.js';
+import { TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { expectExactMirror, type TestSandbox, testSandbox } from './helpers.js';
+
+const CLI = join(import.meta.dirname, '../../dist/src/cli.js');
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stderr: string;
+}
+
+/** `review-mirror sync reviews` as a real process; resolves `started` once its job holds the lock and runs. */
+function startSync(env: NodeJS.ProcessEnv, args = ['sync', 'reviews']) {
+  const child: ChildProcess = spawn(process.execPath, [CLI, ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const started = new Promise<void>((resolve) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes('sync job started')) resolve();
+    });
+  });
+  const exited = new Promise<Exit>((resolve) => {
+    child.on('exit', (code, signal) => resolve({ code, signal, stderr }));
+  });
+  return { child, started, exited };
+}
+
+describe('a backfill killed with SIGKILL at random points, then restarted', () => {
+  let sandbox: TestSandbox;
+  let dataDir: string;
+  const schema = uniqueSchema('kill');
+  let env: NodeJS.ProcessEnv;
+  beforeAll(async () => {
+    sandbox = await testSandbox({ seedReviews: 50_000, seed: 13 });
+    dataDir = await mkdtemp(join(tmpdir(), 'review-mirror-kill-'));
+    env = {
+      PATH: process.env.PATH,
+      REVIEWS_API_URL: sandbox.url,
+      REVIEWS_API_KEY: sandbox.apiKey,
+      API_PAGE_SIZE: '100',
+      LOG_LEVEL: 'info',
+      DB_SCHEMA: schema,
+      // Postgres when the suite has one; otherwise an embedded database in a directory of its own.
+      ...(TEST_DATABASE_URL ? { DATABASE_URL: TEST_DATABASE_URL } : { DATA_DIR: dataDir }),
+    };
+  });
+  afterAll(async () => {
+    await sandbox?.close();
+    if (TEST_DATABASE_URL) {
+      const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir: undefined });
+      await db.knex.raw('drop schema if exists ?? cascade', [schema]);
+      await db.close();
+    }
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('ends with an exact mirror after at least 5 kills', async () => {
+    const random = makeRandom(Date.now());
+    let kills = 0;
+    while (kills < 5) {
+      const run = startSync(env);
+      await Promise.race([run.started, run.exited]);
+      // Random points of the walk: anywhere from its first pages to well into the backfill.
+      await new Promise((r) => setTimeout(r, 100 + random() * 1_200));
+      const killed = run.child.kill('SIGKILL');
+      const exit = await run.exited;
+      if (exit.signal === 'SIGKILL' && killed) kills++;
+      else expect.fail(`the backfill ended before kill ${kills + 1}: ${JSON.stringify(exit)}`);
+    }
+    const final = startSync(env);
+    const exit = await final.exited;
+    expect(exit).toMatchObject({ code: 0, signal: null, stderr: '' });
+
+    const db = await openDb({
+      url: TEST_DATABASE_URL,
+      schema,
+      poolMax: 2,
+      dataDir: TEST_DATABASE_URL ? undefined : dataDir,
+    });
+    try {
+      expect(await expectExactMirror(db, sandbox)).toBe(50_000);
+      const runs = await db.knex(db.table('sync_runs')).select('outcome').orderBy('id');
+      expect(runs.at(-1)!.outcome).toBe('success');
+      expect(runs.filter((r) => r.outcome === 'interrupted').length).toBeGreaterThanOrEqual(5);
+      const state = await db.knex(db.table('sync_state')).where({ job: 'reviews' }).first();
+      expect(state.cursor).toBeNull();
+    } finally {
+      await db.close();
+    }
+  }, 180_000);
+
+  it('exits non-zero with a one-line reason on a bad key', async () => {
+    const run = startSync({ ...env, REVIEWS_API_KEY: 'rm_bad_key_0123456789' });
+    const exit = await run.exited;
+    expect(exit.code).toBe(1);
+    expect(exit.stderr).toBe(
+      'review-mirror: the API key is missing, invalid or inactive (GET /reviews answered 401)\n',
+    );
+  });
+});
