@@ -5,6 +5,7 @@ import { migrate } from './db/migrate.js';
 import { describeError } from './errors.js';
 import { type Metrics, makeMetrics } from './metrics.js';
 import { makePartnerApi, type PartnerApi } from './partner-api/client.js';
+import { schedulePullJobs } from './pull/schedule.js';
 import { Scheduler } from './scheduler.js';
 import { startWebhookReceiver, type WebhookReceiver } from './webhooks/receiver.js';
 
@@ -58,6 +59,9 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
     const api = config.api.url && config.api.key ? makePartnerApi(config, log, metrics) : undefined;
     if (api) closers.push({ name: 'partner API client', close: () => api.close() });
     closers.push({ name: 'scheduler', close: () => scheduler.stop(config.shutdownGraceMs) });
+    if (api) schedulePullJobs({ db, api, log, metrics, config, scheduler });
+    else if (config.api.url === undefined) log.warn('REVIEWS_API_URL not set; sync jobs disabled');
+    else log.warn('REVIEWS_API_KEY not set; sync jobs disabled');
 
     // Closed first: stop accepting deliveries and drain the inbox while the database is open.
     const webhooks = await startWebhookReceiver({ ...ctx, db, metrics, scheduler, api });

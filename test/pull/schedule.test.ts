@@ -1,0 +1,51 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/schema.js';
+import type { Db } from '../../src/db/connect.js';
+import { makeMetrics } from '../../src/metrics.js';
+import { makePartnerApi, type PartnerApi } from '../../src/partner-api/client.js';
+import { schedulePullJobs } from '../../src/pull/schedule.js';
+import { Scheduler } from '../../src/scheduler.js';
+import { freshDb } from '../helpers/db.js';
+import { expectExactMirror, quietLog, type TestSandbox, testSandbox } from './helpers.js';
+
+describe('scheduled pull jobs', () => {
+  let sandbox: TestSandbox;
+  let db: Db;
+  let api: PartnerApi;
+  const metrics = makeMetrics();
+  const scheduler = new Scheduler(quietLog, metrics);
+  beforeAll(async () => {
+    sandbox = await testSandbox({ seedReviews: 1_000, seed: 21 });
+    db = await freshDb();
+    const config = parseConfig({
+      REVIEWS_API_URL: sandbox.url,
+      REVIEWS_API_KEY: sandbox.apiKey,
+      SYNC_DIRECTORY_CRON: 'off',
+      SYNC_RECONCILE_CRON: 'off',
+    });
+    api = makePartnerApi(config, quietLog, metrics);
+    schedulePullJobs({ db, api, log: quietLog, metrics, config, scheduler });
+  });
+  afterAll(async () => {
+    await scheduler.stop(1_000);
+    await api?.close();
+    await db?.close();
+    await sandbox?.close();
+  });
+
+  it('syncs reviews at start-up, records the run, and exports freshness metrics', async () => {
+    for (let i = 0; i < 500; i++) {
+      const run = await db.knex(db.table('sync_runs')).where({ job: 'reviews' }).first();
+      if (run?.outcome === 'success') break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const run = await db.knex(db.table('sync_runs')).where({ job: 'reviews' }).first();
+    expect(run).toMatchObject({ outcome: 'success', counts: { pages: 10, fetched: 1_000, inserted: 1_000 } });
+    await expectExactMirror(db, sandbox);
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('review_mirror_api_requests_total{route="GET /reviews",status="200"} 10');
+    expect(text).toContain('review_mirror_reviews_upserted_total{source="feed",outcome="inserted"} 1000');
+    expect(text).toMatch(/review_mirror_newest_review_timestamp_seconds 17\d{8}/);
+    expect(text).toMatch(/review_mirror_last_complete_walk_timestamp_seconds\{job="reviews"\} \d+/);
+  });
+});
