@@ -5,10 +5,11 @@ import { makeLogger, SecretScrubber } from '../../src/log.js';
 import { makeMetrics } from '../../src/metrics.js';
 import { makePartnerApi, type PartnerApi } from '../../src/partner-api/client.js';
 import { deleteWebhook, listWebhooks, registerWebhook } from '../../src/partner-api/webhooks.js';
+import { syncReviews } from '../../src/pull/syncReviews.js';
 import { SandboxControl } from '../../src/sandbox/controlClient.js';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/server.js';
 import { Scheduler } from '../../src/scheduler.js';
-import { checkWebhookHealth } from '../../src/webhooks/health.js';
+import { checkWebhookHealth, webhookMissRate } from '../../src/webhooks/health.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../src/webhooks/receiver.js';
 import { markDeleted, saveRegistration } from '../../src/webhooks/registrations.js';
 import { signDelivery } from '../../src/webhooks/signature.js';
@@ -172,5 +173,22 @@ describe('webhook receiver with the sandbox delivering', () => {
     expect((await storedIds()).has(review!.id)).toBe(false);
     await unregister(broken.id);
     expect((await listWebhooks(api)).map((w) => w.id)).not.toContain(broken.id);
+  });
+  it('leaves the poll as the source of truth: it confirms webhook rows and fills in dropped ones', async () => {
+    const visible = await control.visibleReviews(sandbox.companyId);
+    const before = await storedIds();
+    const missing = visible.filter((r) => !before.has(r.id));
+    // The delivery dropped by the previous test.
+    expect(missing.map((r) => r.comment)).toEqual(['dropped']);
+
+    await syncReviews({ db, api, log, overlapMs: 600_000, detailConcurrency: 1 }, {});
+    const rows = await db.knex(db.table('reviews')).select('id', 'source', 'feed_seen_at');
+    expect(rows).toHaveLength(visible.length);
+    expect(rows.every((r: { feed_seen_at: Date | null }) => r.feed_seen_at !== null)).toBe(true);
+    const bySource = (source: string) => rows.filter((r: { source: string }) => r.source === source).length;
+    expect(bySource('feed')).toBe(1);
+    expect(bySource('webhook')).toBe(visible.length - 1);
+    const miss = await webhookMissRate(db);
+    expect(miss).toEqual({ feed: 1, webhook: visible.length - 1, ratio: 1 / visible.length });
   });
 });
