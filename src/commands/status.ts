@@ -1,5 +1,6 @@
 import type { Db } from '../db/connect.js';
 import { pendingMigrations } from '../db/migrate.js';
+import { formatWebhookStatus, readWebhookStatus, type WebhookStatus } from '../webhooks/status.js';
 
 export interface JobStatus {
   job: string;
@@ -15,6 +16,8 @@ export interface JobStatus {
 export interface StatusReport {
   pending_migrations: string[];
   jobs: JobStatus[];
+  /** Known webhooks, their health and the webhook miss rate; null before migrations. */
+  webhooks?: WebhookStatus | null;
 }
 
 const iso = (v: Date | string | null): string | null => (v === null ? null : new Date(v).toISOString());
@@ -62,6 +65,7 @@ export async function readStatus(db: Db): Promise<StatusReport> {
       last_counts: r.counts ?? null,
       last_error: r.error ?? null,
     })),
+    webhooks: await readWebhookStatus(db),
   };
 }
 
@@ -87,6 +91,7 @@ export function formatStatus(report: StatusReport): string {
     j.last_error ?? '',
   ]);
   if (table.length > 0) lines.push(...alignColumns([header, ...table]).map((l) => `  ${l}`));
+  lines.push(...formatWebhookStatus(report.webhooks));
   return lines.join('\n');
 }
 

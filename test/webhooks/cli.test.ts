@@ -93,6 +93,11 @@ describe('webhooks command', () => {
       new RegExp(`${webhook.id}\\s+${url.replaceAll('.', '\\.')}\\s+failing\\s+stored`),
     );
     expect((await storedRow(webhook.id)).last_error).toContain('connection error');
+    const status = await runCli(['status', '--json'], env);
+    expect(JSON.parse(status.stdout).webhooks.webhooks).toEqual([
+      expect.objectContaining({ id: webhook.id, state: 'failing', secret_stored: true }),
+    ]);
+    expect((await runCli(['status'], env)).stdout).toMatch(/webhooks:\n.*failing.*last_error: connection error/);
 
     const deleted = await runCli(['webhooks', 'delete', webhook.id], env);
     expect(deleted.code).toBe(0);
