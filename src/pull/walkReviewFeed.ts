@@ -42,6 +42,9 @@ export async function walkReviewFeed(
         const rows = page.items.map((r) => toReviewRow(r, page.receivedAt));
         const walkNewest = newest;
         const written = await db.knex.transaction(async (trx) => {
+          // Rows and checkpoint are one transaction, so a server crash can only lose both together
+          // (the walk then re-reads those pages): no need to wait for the WAL flush of every page.
+          if (db.backend === 'postgres') await trx.raw('set local synchronous_commit = off');
           const result = await upsertReviews(trx, table, rows, 'feed');
           if (page.nextCursor === null) await walk.complete(trx, walkNewest);
           else
