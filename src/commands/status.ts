@@ -1,5 +1,6 @@
 import type { Db } from '../db/connect.js';
 import { pendingMigrations } from '../db/migrate.js';
+import { formatMirrorCounts, type MirrorCounts, readMirrorCounts } from '../pull/mirrorCounts.js';
 import { formatWebhookStatus, readWebhookStatus, type WebhookStatus } from '../webhooks/status.js';
 
 export interface JobStatus {
@@ -18,6 +19,8 @@ export interface StatusReport {
   jobs: JobStatus[];
   /** Known webhooks, their health and the webhook miss rate; null before migrations. */
   webhooks?: WebhookStatus | null;
+  /** Row counts of reviews (total, removed, by source), locations and professionals; null before migrations. */
+  mirror?: MirrorCounts | null;
 }
 
 const iso = (v: Date | string | null): string | null => (v === null ? null : new Date(v).toISOString());
@@ -66,6 +69,7 @@ export async function readStatus(db: Db): Promise<StatusReport> {
       last_error: r.error ?? null,
     })),
     webhooks: await readWebhookStatus(db),
+    mirror: await readMirrorCounts(db),
   };
 }
 
@@ -91,6 +95,7 @@ export function formatStatus(report: StatusReport): string {
     j.last_error ?? '',
   ]);
   if (table.length > 0) lines.push(...alignColumns([header, ...table]).map((l) => `  ${l}`));
+  lines.push(...formatMirrorCounts(report.mirror));
   lines.push(...formatWebhookStatus(report.webhooks));
   return lines.join('\n');
 }

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { formatStatus, readStatus } from '../../src/commands/status.js';
 import { parseConfig } from '../../src/config/schema.js';
 import type { Db } from '../../src/db/connect.js';
 import { makeMetrics } from '../../src/metrics.js';
@@ -47,5 +48,20 @@ describe('scheduled pull jobs', () => {
     expect(text).toContain('review_mirror_reviews_upserted_total{source="feed",outcome="inserted"} 1000');
     expect(text).toMatch(/review_mirror_newest_review_timestamp_seconds 17\d{8}/);
     expect(text).toMatch(/review_mirror_last_complete_walk_timestamp_seconds\{job="reviews"\} \d+/);
+  });
+
+  it('shows the job and the mirror in status', async () => {
+    const report = await readStatus(db);
+    const job = report.jobs.find((j) => j.job === 'reviews')!;
+    expect(job).toMatchObject({ last_outcome: 'success', walk_in_progress: false, last_error: null });
+    expect(job.watermark).toBe((await sandbox.control.visibleReviews(sandbox.companyId))[0]!.created_at);
+    expect(report.mirror).toEqual({
+      reviews: { total: 1_000, removed: 0, by_source: { feed: 1_000, webhook: 0 } },
+      locations: { total: 0, removed: 0 },
+      professionals: { total: 0, removed: 0 },
+    });
+    expect(formatStatus(report)).toContain(
+      '  reviews        1000 (removed 0; first seen by feed 1000, by webhook 0)',
+    );
   });
 });
