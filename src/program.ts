@@ -1,7 +1,7 @@
 import { Argument, Command } from 'commander';
 import { formatStatus, readStatus } from './commands/status.js';
-import { webhooksCommand } from './commands/webhooks.js';
 import { runSync } from './commands/sync.js';
+import { webhooksCommand } from './commands/webhooks.js';
 import { type Context, makeContext, withDb } from './context.js';
 import { runDaemon } from './daemon.js';
 import { migrate } from './db/migrate.js';

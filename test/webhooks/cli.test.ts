@@ -97,7 +97,9 @@ describe('webhooks command', () => {
     expect(JSON.parse(status.stdout).webhooks.webhooks).toEqual([
       expect.objectContaining({ id: webhook.id, state: 'failing', secret_stored: true }),
     ]);
-    expect((await runCli(['status'], env)).stdout).toMatch(/webhooks:\n.*failing.*last_error: connection error/);
+    expect((await runCli(['status'], env)).stdout).toMatch(
+      /webhooks:\n.*failing.*last_error: connection error/,
+    );
 
     const deleted = await runCli(['webhooks', 'delete', webhook.id], env);
     expect(deleted.code).toBe(0);
