@@ -49,9 +49,14 @@ export function buildProgram(): Command {
 
   program
     .command('sync')
-    .description('mirror once, then exit: reviews (--full: reconcile removals), locations, professionals, or all')
+    .description(
+      'mirror once, then exit: reviews (--full: reconcile removals), locations, professionals, or all',
+    )
     .addArgument(new Argument('<target>', 'what to mirror').choices(SYNC_TARGETS))
-    .option('--full', 'reviews: walk the whole feed and mark removed reviews; professionals: re-read every record')
+    .option(
+      '--full',
+      'reviews: walk the whole feed and mark removed reviews; professionals: re-read every record',
+    )
     .action(
       action(async (ctx, target: SyncTarget, opts: { full?: boolean }) =>
         runSync(ctx, target, { full: opts.full === true }),

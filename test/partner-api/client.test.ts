@@ -90,7 +90,11 @@ describe('partner API client against the sandbox', () => {
       if (fault === 'error429') expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
     }
     const statuses = await requestsTo('GET /api/v1/partner/reviews');
-    expect(statuses).toMatchObject({ 500: expect.any(Number), 429: expect.any(Number), hang: expect.any(Number) });
+    expect(statuses).toMatchObject({
+      500: expect.any(Number),
+      429: expect.any(Number),
+      hang: expect.any(Number),
+    });
     expect(statuses['200']).toBeGreaterThanOrEqual(5); // four recoveries, one of them after a truncated 200
   });
 
