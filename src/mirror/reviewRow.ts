@@ -15,18 +15,26 @@ export interface ReviewRow {
   observed_at: Date;
 }
 
+/**
+ * PostgreSQL text cannot hold U+0000, and one such review would fail its whole page forever.
+ * It becomes U+FFFD (the replacement character): the review is kept and the loss is visible.
+ */
+function storableText<T extends string | null>(value: T): T {
+  return (value === null ? value : value.replaceAll('\u0000', '\uFFFD')) as T;
+}
+
 export function toReviewRow(review: Review, observedAt: Date): ReviewRow {
   return {
     id: review.id,
-    review_number: review.review_number,
+    review_number: storableText(review.review_number),
     created_at: review.created_at,
     rating: review.rating,
-    comment: review.comment,
+    comment: storableText(review.comment),
     is_verified: review.is_verified,
-    reviewer_name: review.reviewer.name,
-    reviewer_email: review.reviewer.email,
+    reviewer_name: storableText(review.reviewer.name),
+    reviewer_email: storableText(review.reviewer.email),
     professional_id: review.professional?.id ?? null,
-    professional_name: review.professional?.name ?? null,
+    professional_name: storableText(review.professional?.name ?? null),
     observed_at: observedAt,
   };
 }

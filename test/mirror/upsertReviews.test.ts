@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
-import { latestPerId, type ReviewRow } from '../../src/mirror/reviewRow.js';
+import { latestPerId, type ReviewRow, toReviewRow } from '../../src/mirror/reviewRow.js';
 import { upsertReviews } from '../../src/mirror/upsertReviews.js';
 import { freshDb } from '../helpers/db.js';
 
@@ -25,6 +25,33 @@ describe('latestPerId', () => {
     const newer = row({ comment: 'new', observed_at: new Date(2000) });
     expect(latestPerId([newer, older]).map((r) => r.comment)).toEqual(['new']);
     expect(latestPerId([older, newer]).map((r) => r.comment)).toEqual(['new']);
+  });
+});
+
+describe('toReviewRow', () => {
+  it('flattens a review and makes NUL characters storable without dropping the review', () => {
+    const observedAt = new Date();
+    const flat = toReviewRow(
+      {
+        id: row().id,
+        review_number: 'R-0A1B2C3D',
+        created_at: '2026-11-01T10:00:00.000Z',
+        rating: 5,
+        comment: 'a\u0000b',
+        is_verified: false,
+        reviewer: { name: 'N\u0000', email: null },
+        professional: null,
+      },
+      observedAt,
+    );
+    expect(flat).toMatchObject({
+      comment: 'a\uFFFDb',
+      reviewer_name: 'N\uFFFD',
+      reviewer_email: null,
+      professional_id: null,
+      professional_name: null,
+      observed_at: observedAt,
+    });
   });
 });
 

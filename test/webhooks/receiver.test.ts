@@ -294,8 +294,8 @@ describe('webhook receiver over HTTP', () => {
   });
 
   it('answers 503 for a delivery the database refuses, without failing those committed with it', async () => {
-    // A NUL character cannot be stored in a Postgres text column: the commit of this delivery fails.
-    const poisoned = makeReview({ comment: 'nul \u0000 here' });
+    // Valid ISO 8601, but PostgreSQL has no year 0: the commit of this delivery fails.
+    const poisoned = makeReview({ created_at: '0000-01-01T00:00:00Z' });
     const good = Array.from({ length: 20 }, () => makeReview());
     const responses = await Promise.all(
       [poisoned, ...good].map((r) => {
