@@ -1,4 +1,5 @@
 import { Argument, Command } from 'commander';
+import { demoCommand } from './commands/demo.js';
 import { formatStatus, readStatus } from './commands/status.js';
 import { runSync } from './commands/sync.js';
 import { webhooksCommand } from './commands/webhooks.js';
@@ -69,8 +70,8 @@ export function buildProgram(): Command {
     .action(action(async (ctx) => runDaemon(ctx)));
 
   program.addCommand(sandboxCommand());
-
   program.addCommand(webhooksCommand());
+  program.addCommand(demoCommand());
 
   return program;
 }

@@ -39,9 +39,16 @@ export interface MissRate {
  * `windowHours`, the share whose first sighting came from the feed (`source = 'feed'`).
  */
 export async function webhookMissRate(db: Db, windowHours = 24): Promise<MissRate> {
+  // Only reviews created since the first registration could have been delivered: a backfill of
+  // older reviews is no miss.
   const rows: Array<{ source: string; n: string | number }> = await db
     .knex(db.table('reviews'))
     .where('first_seen_at', '>', db.knex.raw(`now() - make_interval(hours => ?)`, [windowHours]))
+    .where(
+      'created_at',
+      '>=',
+      db.knex(db.table('webhooks')).min(db.knex.raw('coalesce(registered_at, created_at)')),
+    )
     .groupBy('source')
     .select('source', db.knex.raw('count(*) as n'));
   const count = (source: string) => Number(rows.find((r) => r.source === source)?.n ?? 0);

@@ -1,0 +1,190 @@
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Command, InvalidArgumentError } from 'commander';
+import { makeContext } from '../context.js';
+import { type RunningDaemon, startDaemon } from '../daemon.js';
+import type { Db } from '../db/connect.js';
+import { REVIEWS_JOB } from '../pull/syncReviews.js';
+import { SandboxControl } from '../sandbox/controlClient.js';
+import { startSandbox } from '../sandbox/server.js';
+import { formatStatus, readStatus } from './status.js';
+
+/** Marks a directory as the demo's own, so a re-run may wipe it and nothing else ever is. */
+const DEMO_MARKER = '.review-mirror-demo';
+
+interface DemoOptions {
+  reviews: number;
+  live: number;
+  dataDir: string;
+  keepRunning?: boolean;
+}
+
+const positive = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be a whole number >= 0');
+  return n;
+};
+
+export function demoCommand(): Command {
+  return new Command('demo')
+    .description(
+      'mirror a sandbox platform into an embedded PostgreSQL: seeded feed by polling, live reviews by webhook',
+    )
+    .option('--reviews <n>', 'reviews seeded on the sandbox platform', positive, 2_000)
+    .option('--live <n>', 'live reviews submitted after the first sync, landing by webhook', positive, 3)
+    .option(
+      '--data-dir <dir>',
+      'where the demo keeps its embedded database (wiped at each demo start)',
+      './data/demo',
+    )
+    .option('--keep-running', 'keep the sandbox and the daemon running until Ctrl-C')
+    .action(async (options: DemoOptions) => runDemo(options));
+}
+
+async function runDemo(options: DemoOptions): Promise<void> {
+  const dataDir = resolve(options.dataDir);
+  await claimDemoDir(dataDir);
+  const out = (line = '') => process.stdout.write(`${line}\n`);
+
+  const sandbox = await startSandbox({ seedReviews: options.reviews, seed: 1, allowHttpWebhooks: true });
+  let daemon: RunningDaemon | undefined;
+  try {
+    const [httpPort, adminPort] = [await freePort(), await freePort()];
+    const webhookUrl = `http://127.0.0.1:${httpPort}/webhooks/review-created`;
+    // The demo configures the daemon exactly as an operator would: through its variables.
+    const ctx = makeContext({
+      REVIEWS_API_URL: sandbox.url,
+      REVIEWS_API_KEY: sandbox.apiKey,
+      DATA_DIR: dataDir,
+      HTTP_HOST: '127.0.0.1',
+      HTTP_PORT: String(httpPort),
+      ADMIN_HOST: '127.0.0.1',
+      ADMIN_PORT: String(adminPort),
+      WEBHOOK_PUBLIC_URL: webhookUrl,
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+    });
+    out('review-mirror demo');
+    out(`  sandbox platform  ${sandbox.url}  (${options.reviews} seeded reviews, API key ${sandbox.apiKey})`);
+    out(`  database          embedded PostgreSQL in ${dataDir}`);
+    out(`  webhook receiver  ${webhookUrl}`);
+    out(`  health, metrics   http://127.0.0.1:${adminPort}/healthz  http://127.0.0.1:${adminPort}/metrics`);
+    out();
+
+    const started = Date.now();
+    daemon = await startDaemon(ctx);
+    const { db } = daemon;
+    const firstSync = await waitFor('the first review sync', () => lastRun(db, REVIEWS_JOB));
+    const mirrored = await countReviews(db);
+    out(
+      `1. first sync (${firstSync.outcome}): ${mirrored} reviews mirrored by polling the feed, ` +
+        `${((Date.now() - started) / 1000).toFixed(1)} s after start-up`,
+    );
+
+    await waitFor('the webhook registration', () => registered(db, webhookUrl));
+    const control = new SandboxControl(sandbox.url);
+    const latencies: string[] = [];
+    for (let i = 1; i <= options.live; i++) {
+      const submittedAt = Date.now();
+      const [review] = await control.submitReviews(sandbox.companyId, [
+        { rating: 4.5, comment: `Live review ${i}: "quick and kind" ✨`, reviewer_name: 'Zoë Demo' },
+      ]);
+      await waitFor(`live review ${i}`, () => landed(db, review!.id));
+      latencies.push(`${Date.now() - submittedAt} ms`);
+    }
+    if (options.live > 0) {
+      out(
+        `2. ${options.live} live reviews submitted on the platform; each landed by webhook in: ${latencies.join(', ')}`,
+      );
+    }
+    out();
+    out(formatStatus(await readStatus(db)));
+    out();
+    out('Ratings in the mirror (select rating, count(*) from review_mirror.reviews group by rating):');
+    for (const row of await ratingCounts(db)) out(`  ${row.rating.padStart(4)}  ${row.count}`);
+
+    if (options.keepRunning) {
+      out();
+      out('Running; submit reviews with the sandbox control API (docs/sandbox.md). Ctrl-C stops.');
+      await new Promise<void>((done) => {
+        process.once('SIGINT', () => done());
+        process.once('SIGTERM', () => done());
+      });
+    }
+  } finally {
+    await daemon?.stop('demo finished');
+    await sandbox.close();
+  }
+}
+
+async function claimDemoDir(dir: string): Promise<void> {
+  if (existsSync(dir)) {
+    const entries = await readdir(dir);
+    if (entries.length > 0 && !entries.includes(DEMO_MARKER)) {
+      throw new Error(`${dir} exists and is not a demo directory; choose another with --data-dir`);
+    }
+    await rm(dir, { recursive: true, force: true });
+  }
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, DEMO_MARKER), 'created by `review-mirror demo`; wiped at each demo start\n');
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    await sleep(20);
+  }
+  throw new Error(`the demo gave up waiting for ${what} after ${timeoutMs / 1000} s`);
+}
+
+async function lastRun(db: Db, job: string): Promise<{ outcome: string } | undefined> {
+  const run = await db
+    .knex(db.table('sync_runs'))
+    .where({ job })
+    .whereNot({ outcome: 'running' })
+    .orderBy('id', 'desc')
+    .first('outcome');
+  return run;
+}
+
+async function registered(db: Db, url: string): Promise<true | undefined> {
+  const row = await db
+    .knex(db.table('webhooks'))
+    .where({ url })
+    .whereNull('deleted_at')
+    .whereNotNull('signing_secret')
+    .first('id');
+  return row ? true : undefined;
+}
+
+async function landed(db: Db, id: string): Promise<true | undefined> {
+  return (await db.knex(db.table('reviews')).where({ id }).first('id')) ? true : undefined;
+}
+
+async function countReviews(db: Db): Promise<number> {
+  const row = await db.knex(db.table('reviews')).count<{ count: string }[]>({ count: '*' });
+  return Number(row[0]?.count ?? 0);
+}
+
+async function ratingCounts(db: Db): Promise<Array<{ rating: string; count: number }>> {
+  const rows: Array<{ rating: string; count: string | number }> = await db
+    .knex(db.table('reviews'))
+    .whereNull('removed_at')
+    .select(db.knex.raw('rating::text as rating'), db.knex.raw('count(*) as count'))
+    .groupBy('rating')
+    .orderBy('rating');
+  return rows.map((r) => ({ rating: r.rating, count: Number(r.count) }));
+}
+
+/** A loopback port free right now: the webhook URL must be registered before the server starts. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((done) => server.close(() => done()));
+  return port;
+}
