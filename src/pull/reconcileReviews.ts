@@ -33,7 +33,7 @@ export async function reconcileReviews(
         const removed = await markRemovedReviews(trx, db, walkStartedAt);
         addCount(counts, 'removed', removed);
         metrics?.reviewsRemoved.inc(removed);
-        const watermark = advanceWatermark(state.watermark, walkNewest);
+        const watermark = advanceWatermark(state.watermark, walkNewest, walkStartedAt);
         await writeCheckpoint(trx, db, RECONCILE_JOB, { ...EMPTY_CHECKPOINT, watermark });
       },
     },

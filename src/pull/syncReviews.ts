@@ -14,6 +14,8 @@ export async function syncReviews(ctx: PullContext, counts: RunCounts, signal?: 
   const { db, metrics } = ctx;
   const state = await readCheckpoint(db.knex, db, REVIEWS_JOB);
   const plan = planIncrementalWalk(state, ctx.overlapMs);
+  // Kept with the checkpoint, so a resumed walk is capped by when it first began.
+  const walkStartedAt = (plan.resumed ? state.walkStartedAt : null) ?? new Date();
   let watermark = state.watermark;
   await walkReviewFeed(
     ctx,
@@ -21,9 +23,9 @@ export async function syncReviews(ctx: PullContext, counts: RunCounts, signal?: 
       job: REVIEWS_JOB,
       plan,
       state,
-      walkStartedAt: state.walkStartedAt,
+      walkStartedAt,
       complete: async (trx, walkNewest) => {
-        watermark = advanceWatermark(state.watermark, walkNewest);
+        watermark = advanceWatermark(state.watermark, walkNewest, walkStartedAt);
         await writeCheckpoint(trx, db, REVIEWS_JOB, { ...EMPTY_CHECKPOINT, watermark });
       },
     },

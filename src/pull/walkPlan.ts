@@ -67,9 +67,20 @@ export function newestCreatedAt(
   return Number.isFinite(newest) ? new Date(newest) : null;
 }
 
-/** The watermark after a completed walk: never moves backwards; an empty walk leaves it alone. */
-export function advanceWatermark(watermark: Date | null, walkNewest: Date | null): Date | null {
+/**
+ * The watermark after a completed walk: never moves backwards; an empty walk leaves it alone.
+ * It never passes `walkStartedAt` either: a review dated in the future (a platform clock or data
+ * error) would otherwise lift the watermark past every review still to come, and incremental
+ * walks would read nothing new until it is reached. Reviews created after the walk started are
+ * newer than its first page, so the next walk, from at most that time minus the overlap, sees them.
+ */
+export function advanceWatermark(
+  watermark: Date | null,
+  walkNewest: Date | null,
+  walkStartedAt: Date,
+): Date | null {
   if (walkNewest === null) return watermark;
-  if (watermark === null) return walkNewest;
-  return walkNewest.getTime() > watermark.getTime() ? walkNewest : watermark;
+  const capped = walkNewest.getTime() > walkStartedAt.getTime() ? walkStartedAt : walkNewest;
+  if (watermark === null) return capped;
+  return capped.getTime() > watermark.getTime() ? capped : watermark;
 }

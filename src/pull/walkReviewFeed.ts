@@ -11,7 +11,7 @@ export interface FeedWalk {
   readonly plan: WalkPlan;
   /** The checkpoint row as read at the start; its watermark is carried through every page. */
   readonly state: WalkCheckpoint;
-  readonly walkStartedAt: Date | null;
+  readonly walkStartedAt: Date;
   /** Runs in the transaction of the last page: moves the watermark, marks removals, clears the walk. */
   readonly complete: (trx: Knex.Transaction, walkNewest: Date | null) => Promise<void>;
 }

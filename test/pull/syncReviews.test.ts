@@ -59,6 +59,22 @@ describe('incremental review sync against the sandbox', () => {
     expect(await count(db.knex(table).where({ source: 'feed' }).whereNotNull('feed_seen_at'))).toBe(20_000);
   });
 
+  it('survives a review dated in the future: the watermark stops at the walk start, later reviews still land', async () => {
+    const [future] = await sandbox.control.submitReviews(sandbox.companyId, [
+      { created_at: '2099-01-01T00:00:00.000Z', comment: 'dated in the future by a platform error' },
+    ]);
+    const before = Date.now();
+    await sync();
+    const state = await readCheckpoint(db.knex, db, REVIEWS_JOB);
+    expect(state.watermark!.getTime()).toBeLessThanOrEqual(Date.now());
+    expect(state.watermark!.getTime()).toBeGreaterThanOrEqual(before - 1_000);
+    const [next] = await sandbox.control.submitReviews(sandbox.companyId, [{ comment: 'created after it' }]);
+    await sync();
+    const ids = await db.knex(db.table('reviews')).whereIn('id', [future!.id, next!.id]).pluck('id');
+    expect(ids.sort()).toEqual([future!.id, next!.id].sort());
+    expect(await expectExactMirror(db, sandbox)).toBe(20_002);
+  });
+
   it('costs exactly one request when the feed has not changed', async () => {
     const before = (await sandbox.control.requests()).total;
     const counts = await sync();
