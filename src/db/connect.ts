@@ -59,28 +59,37 @@ export async function openDb(options: DbOptions): Promise<Db> {
       acquireConnectionTimeout: 30_000,
     });
     const url = options.url;
-    const withLock = async <T>(key: string, fn: () => Promise<T>): Promise<T> => {
+    /**
+     * Runs `fn` on a session of its own holding the advisory lock `key` (`wait`: queue for it;
+     * otherwise give up at once). Ending the session releases the lock even when no unlock could
+     * be sent, and a pooler can never hand this session's lock to anyone else.
+     */
+    const lockedSession = async <T>(
+      key: string,
+      wait: boolean,
+      fn: () => Promise<T>,
+    ): Promise<LockAttempt<T>> => {
       const session = new pg.Client({ connectionString: url, application_name: 'review-mirror-lock' });
       await session.connect();
       try {
-        await session.query('select pg_advisory_lock(hashtextextended($1, 0))', [key]);
-        return await fn();
-      } finally {
-        // Ending the session releases the lock even when an unlock could not be sent.
-        await session.end();
-      }
-    };
-    const tryWithLock = async <T>(key: string, fn: () => Promise<T>): Promise<LockAttempt<T>> => {
-      const session = new pg.Client({ connectionString: url, application_name: 'review-mirror-lock' });
-      await session.connect();
-      try {
-        const res = await session.query('select pg_try_advisory_lock(hashtextextended($1, 0)) as ok', [key]);
-        if (res.rows[0]?.ok !== true) return { acquired: false };
+        if (wait) await session.query('select pg_advisory_lock(hashtextextended($1, 0))', [key]);
+        else {
+          const res = await session.query('select pg_try_advisory_lock(hashtextextended($1, 0)) as ok', [
+            key,
+          ]);
+          if (res.rows[0]?.ok !== true) return { acquired: false };
+        }
         return { acquired: true, value: await fn() };
       } finally {
         await session.end();
       }
     };
+    const withLock = async <T>(key: string, fn: () => Promise<T>): Promise<T> => {
+      const attempt = await lockedSession(key, true, fn);
+      if (!attempt.acquired) throw new Error(`advisory lock ${key} was not granted`);
+      return attempt.value;
+    };
+    const tryWithLock = <T>(key: string, fn: () => Promise<T>) => lockedSession(key, false, fn);
     return makeDb(knex, options.schema, 'postgres', withLock, async () => knex.destroy(), tryWithLock);
   }
 
