@@ -13,8 +13,6 @@ export interface InboxOptions {
   readonly metrics?: Metrics;
   /** Most deliveries in one commit; the rest wait for the next one. */
   readonly maxBatch?: number;
-  /** Replaceable for tests; the real one stores a batch in one transaction. */
-  readonly store?: (db: Db, deliveries: readonly Delivery[]) => Promise<DeliveryOutcome[]>;
 }
 
 interface Waiter {
@@ -35,7 +33,6 @@ export class Inbox {
   readonly #log: Logger;
   readonly #metrics: Metrics | undefined;
   readonly #maxBatch: number;
-  readonly #store: NonNullable<InboxOptions['store']>;
   #pending: Waiter[] = [];
   #flushing: Promise<void> | undefined;
   #closed = false;
@@ -45,7 +42,6 @@ export class Inbox {
     this.#log = options.log;
     this.#metrics = options.metrics;
     this.#maxBatch = options.maxBatch ?? 500;
-    this.#store = options.store ?? storeDeliveries;
   }
 
   /** Resolves once the delivery is committed; rejects when the commit failed (answer 5xx). */
@@ -89,7 +85,7 @@ export class Inbox {
   async #commit(batch: Waiter[]): Promise<void> {
     const endTimer = this.#metrics?.webhookCommitSeconds.startTimer();
     try {
-      const outcomes = await this.#store(
+      const outcomes = await storeDeliveries(
         this.#db,
         batch.map((w) => w.delivery),
       );
