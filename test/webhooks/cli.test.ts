@@ -7,7 +7,7 @@ import { SandboxControl } from '../../src/sandbox/controlClient.js';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/server.js';
 import { cliEnv, freePort, runCli } from '../helpers/cli.js';
 import { TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
-import { waitFor } from './wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** `review-mirror webhooks register|list|delete`, the built CLI against the sandbox. */
 describe('webhooks command', () => {

@@ -7,7 +7,7 @@ import { SandboxControl } from '../../src/sandbox/controlClient.js';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/server.js';
 import { CliProcess, cliEnv, freePort, waitForHttp } from '../helpers/cli.js';
 import { TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
-import { waitFor } from './wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * The real daemon (`node dist/src/cli.js run`) receiving a burst from the sandbox, killed with

@@ -14,7 +14,7 @@ import { startWebhookReceiver, type WebhookReceiver } from '../../src/webhooks/r
 import { markDeleted, saveRegistration } from '../../src/webhooks/registrations.js';
 import { signDelivery } from '../../src/webhooks/signature.js';
 import { freshDb } from '../helpers/db.js';
-import { waitFor } from './wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** The receiver of `run`, in process, against the sandbox delivering over real HTTP. */
 describe('webhook receiver with the sandbox delivering', () => {

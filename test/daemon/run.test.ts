@@ -1,0 +1,159 @@
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDb } from '../../src/db/connect.js';
+import { SandboxControl } from '../../src/sandbox/controlClient.js';
+import { type RunningSandbox, startSandbox } from '../../src/sandbox/server.js';
+import { signDelivery } from '../../src/webhooks/signature.js';
+import { CliProcess, cliEnv, freePort, runCli, waitForHttp } from '../helpers/cli.js';
+import { TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { waitFor } from '../helpers/wait.js';
+
+/** The whole daemon as a real process against the sandbox: what an operator sees. */
+describe('`run` against the sandbox', () => {
+  let sandbox: RunningSandbox;
+  let control: SandboxControl;
+  const schemas: string[] = [];
+
+  beforeAll(async () => {
+    sandbox = await startSandbox({
+      port: 0,
+      seedReviews: 30_000,
+      seed: 3,
+      timeScale: 0.01,
+      allowHttpWebhooks: true,
+    });
+    control = new SandboxControl(sandbox.url);
+  });
+  afterAll(async () => {
+    await sandbox?.close();
+    if (TEST_DATABASE_URL === undefined) return;
+    for (const schema of schemas) {
+      const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir: undefined });
+      await db.knex.raw('drop schema if exists ?? cascade', [schema]);
+      await db.close();
+    }
+  });
+
+  async function daemonEnv(vars: Record<string, string>) {
+    const schema = uniqueSchema('run');
+    schemas.push(schema);
+    const httpPort = await freePort();
+    const adminPort = await freePort();
+    const env = cliEnv({
+      DATABASE_URL: TEST_DATABASE_URL,
+      DATA_DIR: await mkdtemp(join(tmpdir(), 'rm-run-')),
+      DB_SCHEMA: schema,
+      HTTP_HOST: '127.0.0.1',
+      HTTP_PORT: String(httpPort),
+      ADMIN_HOST: '127.0.0.1',
+      ADMIN_PORT: String(adminPort),
+      REVIEWS_API_URL: sandbox.url,
+      REVIEWS_API_KEY: sandbox.apiKey,
+      ...vars,
+    });
+    return { env, httpPort, adminPort, schema };
+  }
+
+  it('never lets the API key or a signing secret reach its logs, errors or metrics', async () => {
+    const { env, httpPort, adminPort } = await daemonEnv({
+      LOG_LEVEL: 'trace',
+      WEBHOOK_PUBLIC_URL: 'http://127.0.0.1:0/placeholder',
+    });
+    env.WEBHOOK_PUBLIC_URL = `http://127.0.0.1:${httpPort}/webhooks/review-created`;
+    // Failures make the client log retries and errors: the places a careless key would leak.
+    // (On the feed only: registration is a POST, which is not retried after a 500.)
+    await control.setFaults({
+      partner: { error500: 0.3, error429: 0.1, retryAfterSeconds: 0, routes: ['/api/v1/partner/reviews'] },
+    });
+    const daemon = new CliProcess(['run'], env);
+    try {
+      await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`, 30_000);
+      await waitFor(async () => (await control.truth(sandbox.companyId)).webhooks.length === 1, 30_000);
+      const secret = (await control.truth(sandbox.companyId)).webhooks[0]!.signing_secret;
+      expect(secret).toMatch(/^whsec_/);
+      const [review] = await control.submitReviews(sandbox.companyId, [{ comment: 'secret test' }]);
+      await waitFor(
+        async () =>
+          (await control.truth(sandbox.companyId)).deliveries.some(
+            (d) => d.review_id === review!.id && d.state === 'delivered',
+          ),
+        30_000,
+      );
+      // A forged delivery is refused and logged.
+      const body = JSON.stringify({ event: 'review.created', timestamp: '1', data: review });
+      const forged = await fetch(`http://127.0.0.1:${httpPort}/webhooks/review-created`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'x-ee-timestamp': '1',
+          'x-ee-signature': signDelivery(`${secret}x`, '1', body),
+        },
+        body,
+      });
+      expect(forged.status).toBe(401);
+      const metrics = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+      expect(metrics).toContain('review_mirror_api_retries_total');
+      expect(metrics).toContain('review_mirror_webhook_refusals_total{reason="bad_signature"} 1');
+      daemon.kill('SIGTERM');
+      const exit = await daemon.exited;
+      expect(exit.code).toBe(0);
+      const output = exit.stdout + exit.stderr + metrics;
+      expect(exit.stdout).toContain('partner API request failed; retrying');
+      expect(exit.stdout).toContain('webhook delivery refused');
+      expect(output).not.toContain(sandbox.apiKey);
+      expect(output).not.toContain(secret);
+    } finally {
+      daemon.kill('SIGKILL');
+      await control.setFaults({});
+    }
+  });
+
+  it('on SIGTERM during a sync, stops within the grace period, exits 0 and resumes where it stopped', async () => {
+    const { env, adminPort, schema } = await daemonEnv({ LOG_LEVEL: 'warn', SHUTDOWN_GRACE_SECONDS: '1' });
+    // Slow pages keep the initial 30,000-review backfill running when the signal comes.
+    await control.setFaults({ partner: { delay: 1, delayMs: 20 } });
+    try {
+      const daemon = new CliProcess(['run'], env);
+      await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`, 30_000);
+      await new Promise((r) => setTimeout(r, 1_500));
+      daemon.kill('SIGTERM');
+      const exit = await Promise.race([
+        daemon.exited,
+        new Promise<'hung'>((r) => setTimeout(() => r('hung'), 10_000).unref()),
+      ]);
+      if (exit === 'hung') daemon.kill('SIGKILL');
+      expect(exit).toMatchObject({ code: 0, signal: null });
+
+      let stored: number;
+      const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir: env.DATA_DIR });
+      try {
+        const state = await db.knex(db.table('sync_state')).where({ job: 'reviews' }).first();
+        // Stopped mid-walk: the checkpoint holds where to resume, the watermark has not moved.
+        expect(state.cursor).not.toBeNull();
+        expect(state.watermark).toBeNull();
+        stored = Number((await db.knex(db.table('reviews')).count({ n: '*' }))[0]!.n);
+        expect(stored).toBeGreaterThan(0);
+        expect(stored).toBeLessThan(30_000);
+        const run = await db
+          .knex(db.table('sync_runs'))
+          .where({ job: 'reviews' })
+          .orderBy('id', 'desc')
+          .first();
+        expect(run.outcome).toBe('failed');
+        expect(run.finished_at).not.toBeNull();
+      } finally {
+        await db.close();
+      }
+      await control.setFaults({});
+      const resumed = await runCli(['sync', 'reviews'], env);
+      expect(resumed.stderr).toBe('');
+      // The stopped walk resumed from its checkpoint: it fetched exactly what the first run had not stored.
+      expect(resumed.stdout).toMatch(new RegExp(`^reviews: success .*fetched=${30_000 - stored}\\b`));
+      expect(resumed.stdout).toContain('resumed=1');
+    } finally {
+      await control.setFaults({});
+    }
+  });
+});
