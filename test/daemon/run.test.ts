@@ -7,7 +7,7 @@ import { SandboxControl } from '../../src/sandbox/controlClient.js';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/server.js';
 import { signDelivery } from '../../src/webhooks/signature.js';
 import { CliProcess, cliEnv, freePort, runCli, waitForHttp } from '../helpers/cli.js';
-import { TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** The whole daemon as a real process against the sandbox: what an operator sees. */
@@ -28,12 +28,7 @@ describe('`run` against the sandbox', () => {
   });
   afterAll(async () => {
     await sandbox?.close();
-    if (TEST_DATABASE_URL === undefined) return;
-    for (const schema of schemas) {
-      const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir: undefined });
-      await db.knex.raw('drop schema if exists ?? cascade', [schema]);
-      await db.close();
-    }
+    for (const schema of schemas) await dropSchema(schema);
   });
 
   async function daemonEnv(vars: Record<string, string>) {

@@ -6,7 +6,7 @@ import { migrations } from '../../migrations/index.js';
 import { openDb } from '../../src/db/connect.js';
 import { migrate, pendingMigrations } from '../../src/db/migrate.js';
 import { CliProcess, cliEnv, freePort, runCli, waitForHttp } from '../helpers/cli.js';
-import { freshDb, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { dropSchema, freshDb, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
 
 const tempDir = () => mkdtempSync(join(tmpdir(), 'rm-data-'));
 
@@ -111,12 +111,7 @@ describe('two `migrate` at once', () => {
   const schema = uniqueSchema();
   const dataDir = tempDir();
   const open = () => openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir });
-  afterAll(async () => {
-    if (TEST_DATABASE_URL === undefined) return;
-    const db = await open();
-    await db.knex.raw('drop schema if exists ?? cascade', [schema]);
-    await db.close();
-  });
+  afterAll(() => dropSchema(schema));
 
   it('leave one schema: on PostgreSQL both succeed, on the embedded database the later one waits or is refused', async () => {
     const env = cliEnv({ DATABASE_URL: TEST_DATABASE_URL, DB_SCHEMA: schema, DATA_DIR: dataDir });

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../src/db/connect.js';
 import { makeRandom } from '../../src/sandbox/random.js';
-import { TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
 import { expectExactMirror, type TestSandbox, testSandbox } from './helpers.js';
 
 const CLI = join(import.meta.dirname, '../../dist/src/cli.js');
@@ -53,11 +53,7 @@ describe('a backfill killed with SIGKILL at random points, then restarted', () =
   });
   afterAll(async () => {
     await sandbox?.close();
-    if (TEST_DATABASE_URL) {
-      const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir: undefined });
-      await db.knex.raw('drop schema if exists ?? cascade', [schema]);
-      await db.close();
-    }
+    await dropSchema(schema);
     await rm(dataDir, { recursive: true, force: true });
   });
 

@@ -6,7 +6,7 @@ import { type Db, openDb } from '../../src/db/connect.js';
 import { SandboxControl } from '../../src/sandbox/controlClient.js';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/server.js';
 import { CliProcess, cliEnv, freePort, waitForHttp } from '../helpers/cli.js';
-import { TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -55,11 +55,7 @@ describe('daemon killed mid-burst', () => {
       await d.exited;
     }
     await sandbox?.close();
-    if (TEST_DATABASE_URL !== undefined) {
-      const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir: undefined });
-      await db.knex.raw('drop schema if exists ?? cascade', [schema]);
-      await db.close();
-    }
+    await dropSchema(schema);
     await rm(dataDir, { recursive: true, force: true });
   });
 
