@@ -1,36 +1,15 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../src/db/connect.js';
 import { makeRandom } from '../../src/sandbox/random.js';
+import { CliProcess, cliEnv } from '../helpers/cli.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
 import { expectExactMirror, type TestSandbox, testSandbox } from './helpers.js';
 
-const CLI = join(import.meta.dirname, '../../dist/src/cli.js');
-
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stderr: string;
-}
-
 /** `review-mirror sync reviews` as a real process. */
-function startSync(env: NodeJS.ProcessEnv, args = ['sync', 'reviews']) {
-  const child: ChildProcess = spawn(process.execPath, [CLI, ...args], {
-    env,
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.on('data', (chunk) => {
-    stderr += chunk;
-  });
-  const exited = new Promise<Exit>((resolve) => {
-    child.on('exit', (code, signal) => resolve({ code, signal, stderr }));
-  });
-  return { child, exited };
-}
+const startSync = (env: NodeJS.ProcessEnv) => new CliProcess(['sync', 'reviews'], env);
 
 describe('a backfill killed with SIGKILL at random points, then restarted', () => {
   let sandbox: TestSandbox;
@@ -40,16 +19,15 @@ describe('a backfill killed with SIGKILL at random points, then restarted', () =
   beforeAll(async () => {
     sandbox = await testSandbox({ seedReviews: 50_000, seed: 13 });
     dataDir = await mkdtemp(join(tmpdir(), 'review-mirror-kill-'));
-    env = {
-      PATH: process.env.PATH,
+    // Postgres when the suite has one; otherwise an embedded database in a directory of its own.
+    env = cliEnv({
       REVIEWS_API_URL: sandbox.url,
       REVIEWS_API_KEY: sandbox.apiKey,
       API_PAGE_SIZE: '100',
-      LOG_LEVEL: 'info',
       DB_SCHEMA: schema,
-      // Postgres when the suite has one; otherwise an embedded database in a directory of its own.
-      ...(TEST_DATABASE_URL ? { DATABASE_URL: TEST_DATABASE_URL } : { DATA_DIR: dataDir }),
-    };
+      DATABASE_URL: TEST_DATABASE_URL,
+      DATA_DIR: dataDir,
+    });
   });
   afterAll(async () => {
     await sandbox?.close();
