@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Command, InvalidArgumentError } from 'commander';
 import { makeContext } from '../context.js';
 import { type RunningDaemon, startDaemon } from '../daemon.js';
 import type { Db } from '../db/connect.js';
+import { freePort } from '../freePort.js';
 import { REVIEWS_JOB } from '../pull/syncReviews.js';
 import { SandboxControl } from '../sandbox/controlClient.js';
 import { startSandbox } from '../sandbox/server.js';
@@ -178,13 +178,4 @@ async function ratingCounts(db: Db): Promise<Array<{ rating: string; count: numb
     .groupBy('rating')
     .orderBy('rating');
   return rows.map((r) => ({ rating: r.rating, count: Number(r.count) }));
-}
-
-/** A loopback port free right now: the webhook URL must be registered before the server starts. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((done) => server.close(() => done()));
-  return port;
 }

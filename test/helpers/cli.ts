@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
+
+export { freePort } from '../../src/freePort.js';
 
 /** The built CLI, exactly what `npx review-mirror` and the Dockerfile run (`npm test` builds it first). */
 export const CLI = fileURLToPath(new URL('../../dist/src/cli.js', import.meta.url));
@@ -50,17 +51,6 @@ export class CliProcess {
 
 export function runCli(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Promise<CliResult> {
   return new CliProcess(args, env, cwd).exited;
-}
-
-/** A TCP port free right now on loopback, for a child process that must be told its port. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  await once(server, 'close');
-  return port;
 }
 
 /** Polls `url` until it answers (any status) or `timeoutMs` passes; returns the last response. */
