@@ -19,6 +19,7 @@ interface DemoOptions {
   reviews: number;
   live: number;
   dataDir: string;
+  logLevel: string;
   keepRunning?: boolean;
 }
 
@@ -40,6 +41,7 @@ export function demoCommand(): Command {
       'where the demo keeps its embedded database (wiped at each demo start)',
       './data/demo',
     )
+    .option('--log-level <level>', "the daemon's LOG_LEVEL (its JSON logs go to stdout)", 'warn')
     .option('--keep-running', 'keep the sandbox and the daemon running until Ctrl-C')
     .action(async (options: DemoOptions) => runDemo(options));
 }
@@ -64,7 +66,7 @@ async function runDemo(options: DemoOptions): Promise<void> {
       ADMIN_HOST: '127.0.0.1',
       ADMIN_PORT: String(adminPort),
       WEBHOOK_PUBLIC_URL: webhookUrl,
-      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+      LOG_LEVEL: options.logLevel,
     });
     out('review-mirror demo');
     out(`  sandbox platform  ${sandbox.url}  (${options.reviews} seeded reviews, API key ${sandbox.apiKey})`);
