@@ -10,11 +10,23 @@ export interface Context {
   readonly scrubber: SecretScrubber;
 }
 
-export function makeContext(env: NodeJS.ProcessEnv = process.env): Context {
+/**
+ * `logTo`: the daemon logs to stdout (where a container's logs are collected); a one-shot command
+ * logs to stderr, so that its stdout carries only its result and can be piped.
+ */
+export function makeContext(
+  env: NodeJS.ProcessEnv = process.env,
+  logTo: NodeJS.WritableStream = process.stdout,
+): Context {
   const config = loadConfig(env);
   const scrubber = new SecretScrubber(configSecrets(config));
-  const log = makeLogger({ level: config.logLevel, scrubber });
+  const log = makeLogger({ level: config.logLevel, scrubber, destination: logTo });
   return { config, log, scrubber };
+}
+
+/** The body of a one-shot command, given its context (a configuration error ends it with exit 2). */
+export function commandAction<A extends unknown[]>(body: (ctx: Context, ...args: A) => Promise<void>) {
+  return async (...args: A) => body(makeContext(process.env, process.stderr), ...args);
 }
 
 /** Opens the configured database, runs `fn`, and closes it whatever happens. */

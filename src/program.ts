@@ -3,23 +3,15 @@ import { demoCommand } from './commands/demo.js';
 import { formatStatus, readStatus } from './commands/status.js';
 import { runSync } from './commands/sync.js';
 import { webhooksCommand } from './commands/webhooks.js';
-import { type Context, makeContext, withDb } from './context.js';
+import { commandAction, makeContext, withDb } from './context.js';
 import { runDaemon } from './daemon.js';
 import { migrate } from './db/migrate.js';
 import { SYNC_TARGETS, type SyncTarget } from './pull/jobs.js';
 import { sandboxCommand } from './sandbox/command.js';
 
-/** Wraps a command body: builds the context (config errors exit 2), runs, and reports failures in one line. */
-function action<A extends unknown[]>(body: (ctx: Context, ...args: A) => Promise<void>) {
-  return async (...args: A) => {
-    const ctx = makeContext();
-    await body(ctx, ...args);
-  };
-}
-
 export function buildProgram(): Command {
   const program = new Command('review-mirror')
-    .description('Keeps a Postgres mirror of your reviews on the review platform, and pushes CRM data back.')
+    .description('Keeps a Postgres mirror of your reviews on the review platform.')
     .showHelpAfterError()
     .exitOverride();
 
@@ -27,7 +19,7 @@ export function buildProgram(): Command {
     .command('migrate')
     .description('create or upgrade the database schema, then exit')
     .action(
-      action(async (ctx) => {
+      commandAction(async (ctx) => {
         const applied = await withDb(ctx, migrate);
         process.stdout.write(
           applied.length === 0 ? 'schema is up to date\n' : `applied: ${applied.join(', ')}\n`,
@@ -40,7 +32,7 @@ export function buildProgram(): Command {
     .description('show each sync job: watermark, last run, outcome, counts')
     .option('--json', 'print JSON instead of a table')
     .action(
-      action(async (ctx, opts: { json?: boolean }) => {
+      commandAction(async (ctx, opts: { json?: boolean }) => {
         const report = await withDb(ctx, readStatus);
         process.stdout.write(
           opts.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatStatus(report)}\n`,
@@ -59,7 +51,7 @@ export function buildProgram(): Command {
       'reviews: walk the whole feed and mark removed reviews; professionals: re-read every record',
     )
     .action(
-      action(async (ctx, target: SyncTarget, opts: { full?: boolean }) =>
+      commandAction(async (ctx, target: SyncTarget, opts: { full?: boolean }) =>
         runSync(ctx, target, { full: opts.full === true }),
       ),
     );
@@ -67,7 +59,7 @@ export function buildProgram(): Command {
   program
     .command('run')
     .description('run the daemon: migrations, scheduled sync, webhook receiver, health and metrics')
-    .action(action(async (ctx) => runDaemon(ctx)));
+    .action(async () => runDaemon(makeContext()));
 
   program.addCommand(sandboxCommand());
   program.addCommand(webhooksCommand());

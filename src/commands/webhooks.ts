@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { type Context, makeContext, withDb } from '../context.js';
+import { type Context, commandAction, withDb } from '../context.js';
 import type { Db } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { makePartnerApi, type PartnerApi } from '../partner-api/client.js';
@@ -10,13 +10,12 @@ import { listStored, markDeleted, recordListed, saveRegistration } from '../webh
 import { alignColumns } from './status.js';
 
 /** Opens the API and the (migrated) database for one webhook command. */
-async function withApiAndDb<T>(fn: (api: PartnerApi, db: Db, ctx: Context) => Promise<T>): Promise<T> {
-  const ctx = makeContext();
+async function withApiAndDb<T>(ctx: Context, fn: (api: PartnerApi, db: Db) => Promise<T>): Promise<T> {
   const api = makePartnerApi(ctx.config, ctx.log);
   try {
     return await withDb(ctx, async (db) => {
       await migrate(db);
-      return fn(api, db, ctx);
+      return fn(api, db);
     });
   } finally {
     await api.close();
@@ -49,62 +48,70 @@ export function webhooksCommand(): Command {
     .description('register a webhook for review.created; its signing secret is stored in the database')
     .requiredOption('--url <url>', 'public HTTPS URL of the receiver (…/webhooks/review-created)')
     .option('--description <text>', 'label shown by the platform')
-    .action(async (opts: { url: string; description?: string }) => {
-      await withApiAndDb(async (api, db, ctx) => {
-        const webhook = await registerWebhook(api, { url: opts.url, description: opts.description });
-        ctx.scrubber.add(webhook.signing_secret);
-        await saveRegistration(db, {
-          ...webhook,
-          description: webhook.description ?? opts.description ?? null,
+    .action(
+      commandAction(async (ctx, opts: { url: string; description?: string }) => {
+        await withApiAndDb(ctx, async (api, db) => {
+          const webhook = await registerWebhook(api, { url: opts.url, description: opts.description });
+          ctx.scrubber.add(webhook.signing_secret);
+          await saveRegistration(db, {
+            ...webhook,
+            description: webhook.description ?? opts.description ?? null,
+          });
+          process.stdout.write(
+            `registered webhook ${webhook.id} for ${webhook.url}\n` +
+              `its signing secret is stored in ${db.table('webhooks')} (the platform shows it only once)\n`,
+          );
         });
-        process.stdout.write(
-          `registered webhook ${webhook.id} for ${webhook.url}\n` +
-            `its signing secret is stored in ${db.table('webhooks')} (the platform shows it only once)\n`,
-        );
-      });
-    });
+      }),
+    );
 
   command
     .command('list')
     .description("show every webhook of the company with its state and the platform's last_error")
     .option('--json', 'print JSON instead of a table')
-    .action(async (opts: { json?: boolean }) => {
-      await withApiAndDb(async (api, db) => {
-        const listed = await listWebhooks(api);
-        await recordListed(db, listed);
-        const withSecret = new Set(
-          (await listStored(db)).filter((w) => w.signing_secret !== null).map((w) => w.id),
-        );
-        const rows: WebhookListing[] = listed.map((w) => ({
-          id: w.id,
-          url: w.url,
-          state: webhookState(w),
-          is_active: w.is_active ?? null,
-          last_error: w.last_error,
-          secret_stored: withSecret.has(w.id),
-        }));
-        process.stdout.write(opts.json ? `${JSON.stringify(rows, null, 2)}\n` : `${formatWebhooks(rows)}\n`);
-      });
-    });
+    .action(
+      commandAction(async (ctx, opts: { json?: boolean }) => {
+        await withApiAndDb(ctx, async (api, db) => {
+          const listed = await listWebhooks(api);
+          await recordListed(db, listed);
+          const withSecret = new Set(
+            (await listStored(db)).filter((w) => w.signing_secret !== null).map((w) => w.id),
+          );
+          const rows: WebhookListing[] = listed.map((w) => ({
+            id: w.id,
+            url: w.url,
+            state: webhookState(w),
+            is_active: w.is_active ?? null,
+            last_error: w.last_error,
+            secret_stored: withSecret.has(w.id),
+          }));
+          process.stdout.write(
+            opts.json ? `${JSON.stringify(rows, null, 2)}\n` : `${formatWebhooks(rows)}\n`,
+          );
+        });
+      }),
+    );
 
   command
     .command('delete')
     .description('delete a webhook on the platform; its stored secret stops being accepted')
     .argument('<id>', 'webhook id (see `webhooks list`)')
-    .action(async (id: string) => {
-      await withApiAndDb(async (api, db) => {
-        let note = '';
-        try {
-          await deleteWebhook(api, id);
-        } catch (error) {
-          // Already gone on the platform (say, a retried delete): forget it here all the same.
-          if (!(error instanceof ApiRequestError && error.status === 404)) throw error;
-          note = ' (the platform no longer knew it)';
-        }
-        await markDeleted(db, id);
-        process.stdout.write(`deleted webhook ${id}${note}\n`);
-      });
-    });
+    .action(
+      commandAction(async (ctx, id: string) => {
+        await withApiAndDb(ctx, async (api, db) => {
+          let note = '';
+          try {
+            await deleteWebhook(api, id);
+          } catch (error) {
+            // Already gone on the platform (say, a retried delete): forget it here all the same.
+            if (!(error instanceof ApiRequestError && error.status === 404)) throw error;
+            note = ' (the platform no longer knew it)';
+          }
+          await markDeleted(db, id);
+          process.stdout.write(`deleted webhook ${id}${note}\n`);
+        });
+      }),
+    );
 
   return command;
 }

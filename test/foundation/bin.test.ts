@@ -1,6 +1,10 @@
 import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { startSandbox } from '../../src/sandbox/server.js';
 import { CLI, cliEnv } from '../helpers/cli.js';
 
 /** The `review-mirror` bin as npx and a shell run it: through its shebang, so it must be executable. */
@@ -9,6 +13,29 @@ describe('the review-mirror bin', () => {
     const { stdout } = await promisify(execFile)(CLI, ['--help'], { env: cliEnv({}) });
     for (const command of ['migrate', 'status', 'sync', 'run', 'sandbox', 'webhooks', 'demo']) {
       expect(stdout).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
+    }
+  });
+});
+
+describe('a one-shot command', () => {
+  it('logs to stderr, so that stdout carries only its result', async () => {
+    const sandbox = await startSandbox({ port: 0, seedReviews: 50 });
+    try {
+      const env = cliEnv({
+        DATA_DIR: mkdtempSync(join(tmpdir(), 'rm-bin-')),
+        REVIEWS_API_URL: sandbox.url,
+        REVIEWS_API_KEY: sandbox.apiKey,
+        LOG_LEVEL: 'info',
+      });
+      const { stdout, stderr } = await promisify(execFile)(CLI, ['sync', 'reviews'], { env });
+      expect(stdout).toBe('reviews: success pages=1 fetched=50 inserted=50 updated=0\n');
+      const logs = stderr
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line));
+      expect(logs.map((l) => l.msg)).toEqual(['sync job started', 'sync job finished']);
+    } finally {
+      await sandbox.close();
     }
   });
 });
