@@ -116,7 +116,20 @@ export async function upsertProfessionals(
   return rows.length;
 }
 
-/** After complete listings that began at `startedAt`: what they did not return is gone. */
+/** What the complete listings that began at `startedAt` did not return: candidates for removal. */
+export async function unlistedSince(
+  q: Query,
+  db: Db,
+  tableName: 'locations' | 'professionals',
+  startedAt: Date,
+): Promise<Array<{ id: string | number; slug: string }>> {
+  return q(db.table(tableName))
+    .whereNull('removed_at')
+    .where('last_seen_at', '<', startedAt)
+    .select('id', 'slug');
+}
+
+/** After complete listings that began at `startedAt` (and the candidates' confirmation): what they did not return is gone. */
 export async function markRemovedDirectory(
   q: Query,
   db: Db,

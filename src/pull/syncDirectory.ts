@@ -4,6 +4,7 @@ import { addCount, type PullContext, type RunCounts } from './context.js';
 import {
   markRemovedDirectory,
   readStoredProfessionals,
+  unlistedSince,
   upsertLocations,
   upsertProfessionals,
 } from './directorySql.js';
@@ -34,6 +35,10 @@ export async function syncLocations(
       addCount(counts, 'fetched', await upsertLocations(db.knex, db, page.items));
     }
   }
+  await confirmUnlisted(ctx, 'locations', startedAt, counts, {
+    read: (slug) => ctx.api.getLocation(slug, signal),
+    store: (found) => upsertLocations(db.knex, db, found),
+  });
   addCount(counts, 'removed', await markRemovedDirectory(db.knex, db, 'locations', startedAt));
   ctx.metrics?.lastCompleteWalk.set({ job: LOCATIONS_JOB }, Date.now() / 1000);
 }
@@ -82,6 +87,15 @@ export async function syncProfessionals(
       addCount(counts, 'details', details.size);
     }
   }
+  await confirmUnlisted(ctx, 'professionals', startedAt, counts, {
+    read: (slug) => ctx.api.getProfessional(slug, signal),
+    store: (found) =>
+      upsertProfessionals(
+        db.knex,
+        db,
+        found.map((p) => ({ item: p, detail: p })),
+      ),
+  });
   addCount(counts, 'removed', await markRemovedDirectory(db.knex, db, 'professionals', startedAt));
   ctx.metrics?.lastCompleteWalk.set({ job: PROFESSIONALS_JOB }, Date.now() / 1000);
 }
@@ -92,11 +106,39 @@ async function readDetail(
   item: ProfessionalListItem,
   signal?: AbortSignal,
 ): Promise<Professional | undefined> {
+  return readIfSame(item.id, () => ctx.api.getProfessional(item.slug, signal));
+}
+
+async function readIfSame<T extends { id: string | number }>(
+  id: string | number,
+  read: () => Promise<T>,
+): Promise<T | undefined> {
   try {
-    const detail = await ctx.api.getProfessional(item.slug, signal);
-    return detail.id === item.id ? detail : undefined;
+    const record = await read();
+    return record.id === id ? record : undefined;
   } catch (error) {
     if (error instanceof ApiRequestError && error.status === 404) return undefined;
     throw error;
   }
+}
+
+/**
+ * A record missing from both listings is read once more by its slug before it is called removed:
+ * one that changed `active` between the two listings of a run appears in neither, yet still exists.
+ * What the single read finds is stored (and so seen); the rest is left for marking.
+ */
+async function confirmUnlisted<T extends { id: string | number }>(
+  ctx: PullContext,
+  tableName: 'locations' | 'professionals',
+  startedAt: Date,
+  counts: RunCounts,
+  io: { read: (slug: string) => Promise<T>; store: (found: T[]) => Promise<unknown> },
+): Promise<void> {
+  const candidates = await unlistedSince(ctx.db.knex, ctx.db, tableName, startedAt);
+  const found = (
+    await mapBounded(candidates, ctx.detailConcurrency, (c) => readIfSame(c.id, () => io.read(c.slug)))
+  ).filter((r): r is Awaited<T> => r !== undefined);
+  if (found.length === 0) return;
+  await io.store(found);
+  addCount(counts, 'confirmed', found.length);
 }

@@ -202,6 +202,17 @@ export class SandboxControl {
     await this.#call('POST', `/reviews/${encodeURIComponent(reviewId)}/unsuppress`, z.unknown());
   }
 
+  /** Activates or deactivates a location or professional (it moves between the two `active` listings). */
+  async setDirectoryActive(
+    companyId: string,
+    kind: 'locations' | 'professionals',
+    slug: string,
+    active: boolean,
+  ): Promise<void> {
+    const path = `/companies/${encodeURIComponent(companyId)}/${kind}/${encodeURIComponent(slug)}`;
+    await this.#call('POST', `${path}/${active ? 'activate' : 'deactivate'}`, z.unknown());
+  }
+
   async deactivateKey(apiKey: string): Promise<void> {
     await this.#call('POST', `/keys/${encodeURIComponent(apiKey)}/deactivate`, z.unknown());
   }

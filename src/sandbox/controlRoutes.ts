@@ -26,6 +26,8 @@ const ROUTES = [
   'POST /_sandbox/companies/:companyId/reviews {reviews: [...]} -> 201 {reviews}',
   'POST /_sandbox/companies/:companyId/seed {count, seed?} -> 201 {count}',
   'POST /_sandbox/reviews/:id/suppress | /unsuppress -> 200 {review}',
+  'POST /_sandbox/companies/:companyId/locations/:slug/activate | /deactivate -> 200 {slug, active}',
+  'POST /_sandbox/companies/:companyId/professionals/:slug/activate | /deactivate -> 200 {slug, active}',
   'GET /_sandbox/companies/:companyId/truth -> everything about the company',
   'GET /_sandbox/companies/:companyId/truth/reviews?visible=true -> {reviews}',
   'GET /_sandbox/requests -> {total, by_route}',
@@ -84,6 +86,19 @@ export async function controlRoutes(app: FastifyInstance, options: ControlRoutes
       const { id } = request.params as { id: string };
       return { review: reviewTruthJson(store.setSuppressed(id, suppressed)) };
     });
+  }
+
+  for (const kind of ['locations', 'professionals'] as const) {
+    for (const [action, active] of [
+      ['deactivate', false],
+      ['activate', true],
+    ] as const) {
+      app.post(`/companies/:companyId/${kind}/:slug/${action}`, async (request) => {
+        const { companyId, slug } = request.params as { companyId: string; slug: string };
+        store.setDirectoryActive(store.company(companyId), kind, slug, active);
+        return { slug, active };
+      });
+    }
   }
 
   app.get('/companies/:companyId/truth', async (request) => {

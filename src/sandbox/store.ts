@@ -537,6 +537,23 @@ export class Store {
     return professional;
   }
 
+  /**
+   * Activates or deactivates a location or professional, as the company can in its account (the
+   * spec shows the flag, not the transition). It moves the record from one `active` listing to the other.
+   */
+  setDirectoryActive(
+    company: Company,
+    kind: 'locations' | 'professionals',
+    slug: string,
+    active: boolean,
+  ): LocationRecord | ProfessionalRecord {
+    const records: ReadonlyArray<LocationRecord | ProfessionalRecord> = company[kind];
+    const record = records.find((r) => r.slug === slug);
+    if (record === undefined) throw new SandboxError(404, `${kind.slice(0, -1)} not found`);
+    record.active = active;
+    return record;
+  }
+
   /** Items of a list in creation order, filtered by `active`, after the sequence number `afterSeq`. */
   listPage<T extends { seq: number; active: boolean }>(
     items: readonly T[],

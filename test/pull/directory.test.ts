@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Db } from '../../src/db/connect.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
 import { locationSchema, professionalSchema } from '../../src/partner-api/schema.js';
+import type { RunCounts } from '../../src/pull/context.js';
 import { runJob } from '../../src/pull/runJob.js';
 import {
   LOCATIONS_JOB,
@@ -131,6 +132,44 @@ describe('locations and professionals', () => {
   it('reads single records only when something changed, or all of them with --full', async () => {
     expect((await syncBoth()).professionals.details).toBe(0);
     expect((await syncBoth(true)).professionals.details).toBe(5);
+    await mirrorMatchesTruth();
+  });
+
+  it('keeps a record that turned active between the two listings of a run, found by a single read', async () => {
+    await syncBoth(); // the inactive "Old Branch" and "Dev Patel" are mirrored as inactive
+    const flipped = (kind: 'locations' | 'professionals', slug: string): PartnerApi => {
+      // Between the active and the inactive listing, the record turns active: it is in neither.
+      const pagesOf = kind === 'locations' ? 'locationPages' : 'professionalPages';
+      return {
+        ...api,
+        [pagesOf]: async function* (active: boolean, cursor: string | null, signal?: AbortSignal) {
+          if (!active && cursor === null)
+            await sandbox.control.setDirectoryActive(sandbox.companyId, kind, slug, true);
+          yield* api[pagesOf](active, cursor, signal);
+        },
+      } as PartnerApi;
+    };
+    const run = async (racing: PartnerApi, kind: 'locations' | 'professionals') => {
+      const ctx = pullContext(db, racing, { detailConcurrency: 2 });
+      const body =
+        kind === 'locations'
+          ? (c: RunCounts, s?: AbortSignal) => syncLocations(ctx, c, s)
+          : (c: RunCounts, s?: AbortSignal) => syncProfessionals(ctx, c, { full: false }, s);
+      return (await runJob(db, quietLog, kind, body, { wait: true })).counts;
+    };
+    expect(await run(flipped('locations', 'old-branch'), 'locations')).toMatchObject({
+      confirmed: 1,
+      removed: 0,
+    });
+    expect(await run(flipped('professionals', 'dev-patel'), 'professionals')).toMatchObject({
+      confirmed: 1,
+      removed: 0,
+    });
+    const location = await db.knex(db.table('locations')).where({ slug: 'old-branch' }).first();
+    expect(location).toMatchObject({ active: true, removed_at: null });
+    const professional = await db.knex(db.table('professionals')).where({ slug: 'dev-patel' }).first();
+    expect(professional).toMatchObject({ active: true, removed_at: null });
+    expect(professional.location_id).toBe(location.id);
     await mirrorMatchesTruth();
   });
 

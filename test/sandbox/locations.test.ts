@@ -125,3 +125,41 @@ describe('locations', () => {
     expect((await api('GET', '/locations/nowhere')).status).toBe(404);
   });
 });
+
+describe('activating and deactivating through the control API', () => {
+  let sandbox: RunningSandbox;
+  let control: SandboxControl;
+  let api: Call;
+
+  beforeAll(async () => {
+    ({ sandbox, control, api } = await withSandbox({}));
+  });
+  afterAll(() => sandbox.close());
+
+  const listedSlugs = async (kind: string, active: boolean) =>
+    ((await api('GET', `/${kind}?active=${active}`)).json[kind] as Array<{ slug: string }>).map(
+      (r) => r.slug,
+    );
+
+  it('moves a location or professional between the two listings, and 404s an unknown slug', async () => {
+    await api('POST', '/locations', { name: 'Riverside' });
+    await api('POST', '/professionals', { first_name: 'Ida', last_name: 'Wells', email: 'ida@example.com' });
+    for (const [kind, slug] of [
+      ['locations', 'riverside'],
+      ['professionals', 'ida-wells'],
+    ] as const) {
+      await control.setDirectoryActive(sandbox.companyId, kind, slug, false);
+      expect(await listedSlugs(kind, true)).not.toContain(slug);
+      expect(await listedSlugs(kind, false)).toContain(slug);
+      expect((await api('GET', `/${kind}/${slug}`)).json.active).toBe(false);
+      await control.setDirectoryActive(sandbox.companyId, kind, slug, true);
+      expect(await listedSlugs(kind, true)).toContain(slug);
+      expect(await listedSlugs(kind, false)).not.toContain(slug);
+    }
+    await expect(
+      control.setDirectoryActive(sandbox.companyId, 'locations', 'nowhere', true),
+    ).rejects.toMatchObject({
+      status: 404,
+    });
+  });
+});
