@@ -1,13 +1,11 @@
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../src/db/connect.js';
 import { SandboxControl } from '../../src/sandbox/controlClient.js';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/server.js';
 import { signDelivery } from '../../src/webhooks/signature.js';
-import { CliProcess, cliEnv, freePort, runCli, waitForHttp } from '../helpers/cli.js';
-import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { CliProcess, runCli, waitForHttp } from '../helpers/cli.js';
+import { daemonSetup } from '../helpers/daemon.js';
+import { dropSchema, TEST_DATABASE_URL } from '../helpers/db.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** The whole daemon as a real process against the sandbox: what an operator sees. */
@@ -32,31 +30,14 @@ describe('`run` against the sandbox', () => {
   });
 
   async function daemonEnv(vars: Record<string, string>) {
-    const schema = uniqueSchema('run');
-    schemas.push(schema);
-    const httpPort = await freePort();
-    const adminPort = await freePort();
-    const env = cliEnv({
-      DATABASE_URL: TEST_DATABASE_URL,
-      DATA_DIR: await mkdtemp(join(tmpdir(), 'rm-run-')),
-      DB_SCHEMA: schema,
-      HTTP_HOST: '127.0.0.1',
-      HTTP_PORT: String(httpPort),
-      ADMIN_HOST: '127.0.0.1',
-      ADMIN_PORT: String(adminPort),
-      REVIEWS_API_URL: sandbox.url,
-      REVIEWS_API_KEY: sandbox.apiKey,
-      ...vars,
-    });
-    return { env, httpPort, adminPort, schema };
+    const setup = await daemonSetup(sandbox, vars);
+    schemas.push(setup.schema);
+    return setup;
   }
 
   it('never lets the API key or a signing secret reach its logs, errors or metrics', async () => {
-    const { env, httpPort, adminPort } = await daemonEnv({
-      LOG_LEVEL: 'trace',
-      WEBHOOK_PUBLIC_URL: 'http://127.0.0.1:0/placeholder',
-    });
-    env.WEBHOOK_PUBLIC_URL = `http://127.0.0.1:${httpPort}/webhooks/review-created`;
+    const { env, httpPort, adminPort, webhookUrl } = await daemonEnv({ LOG_LEVEL: 'trace' });
+    env.WEBHOOK_PUBLIC_URL = webhookUrl;
     // Failures make the client log retries and errors: the places a careless key would leak.
     // (On the feed only: registration is a POST, which is not retried after a 500.)
     await control.setFaults({

@@ -1,12 +1,11 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Db, openDb } from '../../src/db/connect.js';
 import { SandboxControl } from '../../src/sandbox/controlClient.js';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/server.js';
-import { CliProcess, cliEnv, freePort, waitForHttp } from '../helpers/cli.js';
-import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { CliProcess, waitForHttp } from '../helpers/cli.js';
+import { daemonSetup } from '../helpers/daemon.js';
+import { dropSchema, TEST_DATABASE_URL } from '../helpers/db.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -20,7 +19,7 @@ describe('daemon killed mid-burst', () => {
   let dataDir: string;
   let env: NodeJS.ProcessEnv;
   let adminPort: number;
-  const schema = uniqueSchema('kill');
+  let schema: string;
   const daemons: CliProcess[] = [];
 
   beforeAll(async () => {
@@ -28,26 +27,15 @@ describe('daemon killed mid-burst', () => {
     // the crashed holder's lock to go stale), short enough for a test.
     sandbox = await startSandbox({ port: 0, timeScale: 0.01, allowHttpWebhooks: true });
     control = new SandboxControl(sandbox.url);
-    dataDir = await mkdtemp(join(tmpdir(), 'rm-kill-'));
-    const httpPort = await freePort();
-    adminPort = await freePort();
-    env = cliEnv({
-      DATABASE_URL: TEST_DATABASE_URL,
-      DATA_DIR: dataDir,
-      DB_SCHEMA: schema,
-      HTTP_HOST: '127.0.0.1',
-      HTTP_PORT: String(httpPort),
-      ADMIN_HOST: '127.0.0.1',
-      ADMIN_PORT: String(adminPort),
-      REVIEWS_API_URL: sandbox.url,
-      REVIEWS_API_KEY: sandbox.apiKey,
-      WEBHOOK_PUBLIC_URL: `http://127.0.0.1:${httpPort}/webhooks/review-created`,
+    const setup = await daemonSetup(sandbox, {
       SYNC_REVIEWS_CRON: 'off',
       SYNC_DIRECTORY_CRON: 'off',
       SYNC_RECONCILE_CRON: 'off',
       WEBHOOK_HEALTH_CRON: 'off',
       LOG_LEVEL: 'error',
     });
+    ({ schema, dataDir, adminPort } = setup);
+    env = { ...setup.env, WEBHOOK_PUBLIC_URL: setup.webhookUrl };
   });
   afterAll(async () => {
     for (const d of daemons) {
@@ -55,8 +43,9 @@ describe('daemon killed mid-burst', () => {
       await d.exited;
     }
     await sandbox?.close();
-    await dropSchema(schema);
-    await rm(dataDir, { recursive: true, force: true });
+    // Guarded: a failed beforeAll must not be hidden behind a clean-up error.
+    if (schema !== undefined) await dropSchema(schema);
+    if (dataDir !== undefined) await rm(dataDir, { recursive: true, force: true });
   });
 
   const start = async () => {
