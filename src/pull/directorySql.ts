@@ -37,6 +37,17 @@ export async function upsertLocations(q: Query, db: Db, locations: readonly Loca
   return rows.length;
 }
 
+/** The professional's fields that a listing carries (everything but `location_id`, spec 2.3). */
+const PROFESSIONAL_LISTED_FIELDS = [
+  'slug',
+  'first_name',
+  'last_name',
+  'active',
+  'profile_url',
+  'default_survey_url',
+  'created_at',
+] as const;
+
 export async function readStoredProfessionals(
   q: Query,
   db: Db,
@@ -45,17 +56,7 @@ export async function readStoredProfessionals(
   if (ids.length === 0) return new Map();
   const rows = await q(db.table('professionals'))
     .whereIn('id', ids)
-    .select(
-      'id',
-      'slug',
-      'first_name',
-      'last_name',
-      'active',
-      'profile_url',
-      'default_survey_url',
-      'detail_fetched_at',
-      'removed_at',
-    );
+    .select('id', ...PROFESSIONAL_LISTED_FIELDS, 'detail_fetched_at', 'removed_at');
   return new Map(rows.map((r) => [r.id as string, r as StoredProfessional]));
 }
 
@@ -90,21 +91,12 @@ export async function upsertProfessionals(
     }),
   );
   if (rows.length === 0) return 0;
-  const listed = [
-    'slug',
-    'first_name',
-    'last_name',
-    'active',
-    'profile_url',
-    'default_survey_url',
-    'created_at',
-  ];
   const read = 'excluded.detail_fetched_at is not null';
   await q(table)
     .insert(rows)
     .onConflict('id')
     .merge({
-      ...Object.fromEntries(listed.map((k) => [k, q.raw('excluded.??', [k])])),
+      ...Object.fromEntries(PROFESSIONAL_LISTED_FIELDS.map((k) => [k, q.raw('excluded.??', [k])])),
       location_id: q.raw(`case when ${read} then excluded.location_id else ??.location_id end`, [table]),
       detail_fetched_at: q.raw(
         `case when ${read} then excluded.detail_fetched_at else ??.detail_fetched_at end`,
