@@ -8,7 +8,7 @@ import { makeLogger, SecretScrubber } from '../src/log.js';
 import { makeMetrics } from '../src/metrics.js';
 import { Inbox } from '../src/webhooks/inbox.js';
 import { makeWebhookServer } from '../src/webhooks/server.js';
-import { signDelivery } from '../src/webhooks/signature.js';
+import { deliveryHeaders } from '../src/webhooks/signature.js';
 import { type BenchResult, quantile } from './harness.js';
 
 const DELIVERIES = 2_000;
@@ -44,12 +44,7 @@ function prepareBurst(): Prepared[] {
     });
     return {
       body,
-      headers: {
-        'content-type': 'application/json',
-        'x-ee-event': 'review.created',
-        'x-ee-timestamp': timestamp,
-        'x-ee-signature': signDelivery(SECRET, timestamp, body),
-      },
+      headers: deliveryHeaders(SECRET, timestamp, body),
     };
   });
 }

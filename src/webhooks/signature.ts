@@ -58,6 +58,16 @@ export function signDelivery(secret: string, timestamp: string, body: Buffer | s
   return PREFIX + hmac.digest('hex');
 }
 
+/** The headers of a signed review.created delivery (spec 6.2), as a sender (a test, a benchmark) sets them. */
+export function deliveryHeaders(secret: string, timestamp: string, body: string): Record<string, string> {
+  return {
+    'content-type': 'application/json',
+    'x-ee-event': 'review.created',
+    'x-ee-timestamp': timestamp,
+    'x-ee-signature': signDelivery(secret, timestamp, body),
+  };
+}
+
 /**
  * Accepts the delivery when its signature matches any of `secrets` (several are valid while a
  * secret is rotated) and its timestamp is within the tolerance in either direction. The signature

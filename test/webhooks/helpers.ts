@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Review } from '../../src/partner-api/schema.js';
-import { signDelivery } from '../../src/webhooks/signature.js';
+import { deliveryHeaders } from '../../src/webhooks/signature.js';
 
 /** A valid review of the platform's shape. */
 export function makeReview(over: Partial<Review> = {}): Review {
@@ -37,11 +37,6 @@ export function signedDelivery(
   });
   return {
     body,
-    headers: {
-      'content-type': 'application/json',
-      'x-ee-event': 'review.created',
-      'x-ee-timestamp': timestamp,
-      'x-ee-signature': signDelivery(secret, timestamp, body),
-    },
+    headers: deliveryHeaders(secret, timestamp, body),
   };
 }
