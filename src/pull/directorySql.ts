@@ -1,9 +1,9 @@
-import type { Knex } from 'knex';
 import type { Db } from '../db/connect.js';
+import type { Queryable } from '../db/queryable.js';
 import type { Location, ProfessionalListItem } from '../partner-api/schema.js';
 import type { StoredProfessional } from './professionalDetail.js';
 
-type Query = Knex | Knex.Transaction;
+type Query = Queryable;
 
 const lastPerId = <T extends { id: unknown }>(items: readonly T[]): T[] => [
   ...new Map(items.map((i) => [i.id, i])).values(),

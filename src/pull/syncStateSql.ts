@@ -1,8 +1,8 @@
-import type { Knex } from 'knex';
 import type { Db } from '../db/connect.js';
+import type { Queryable } from '../db/queryable.js';
 import { EMPTY_CHECKPOINT, type WalkCheckpoint } from './walkPlan.js';
 
-type Query = Knex | Knex.Transaction;
+type Query = Queryable;
 
 export async function readCheckpoint(q: Query, db: Db, job: string): Promise<WalkCheckpoint> {
   const row = await q(db.table('sync_state')).where({ job }).first();
