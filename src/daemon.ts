@@ -17,6 +17,8 @@ export interface RunningDaemon {
   /** The platform client; undefined until REVIEWS_API_URL and REVIEWS_API_KEY are set. */
   readonly api: PartnerApi | undefined;
   readonly webhooks: WebhookReceiver;
+  /** Where health and metrics are served, e.g. `http://127.0.0.1:9464` (ADMIN_PORT 0 resolved). */
+  readonly adminUrl: string;
   /** Stops every part in the reverse order of starting; idempotent. */
   stop(reason: string): Promise<void>;
 }
@@ -51,7 +53,7 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
 
     const metrics = makeMetrics();
     const admin = makeAdminServer({ db, metrics });
-    await admin.listen({ host: config.admin.host, port: config.admin.port });
+    const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
     closers.push({ name: 'admin server', close: () => admin.close() });
     log.info({ port: config.admin.port }, 'admin server listening');
 
@@ -67,7 +69,7 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
     const webhooks = await startWebhookReceiver({ ...ctx, db, metrics, scheduler, api });
     closers.push({ name: 'webhook receiver', close: () => webhooks.close() });
 
-    return { db, metrics, scheduler, api, webhooks, stop };
+    return { db, metrics, scheduler, api, webhooks, adminUrl, stop };
   } catch (error) {
     await stop('start-up failed');
     throw error;

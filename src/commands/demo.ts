@@ -3,14 +3,17 @@ import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Command, InvalidArgumentError } from 'commander';
-import { makeContext } from '../context.js';
+import { type Context, makeContext } from '../context.js';
 import { type RunningDaemon, startDaemon } from '../daemon.js';
-import type { Db } from '../db/connect.js';
-import { freePort } from '../freePort.js';
+import { countRatings, countReviews, hasReview } from '../mirror/reviewsSql.js';
 import { REVIEWS_JOB } from '../pull/syncReviews.js';
 import { SandboxControl } from '../sandbox/controlClient.js';
 import { startSandbox } from '../sandbox/server.js';
-import { formatStatus, readStatus } from './status.js';
+import { listenForShutdown } from '../shutdownSignal.js';
+import { formatStatus, readStatus } from '../status/report.js';
+import { readLastFinishedRun } from '../status/statusSql.js';
+import { ensureRegistration } from '../webhooks/ensure.js';
+import { checkWebhookHealth } from '../webhooks/health.js';
 
 /** Marks a directory as the demo's own, so a re-run may wipe it and nothing else ever is. */
 const DEMO_MARKER = '.review-mirror-demo';
@@ -54,38 +57,38 @@ async function runDemo(options: DemoOptions): Promise<void> {
   const sandbox = await startSandbox({ seedReviews: options.reviews, seed: 1, allowHttpWebhooks: true });
   let daemon: RunningDaemon | undefined;
   try {
-    const [httpPort, adminPort] = [await freePort(), await freePort()];
-    const webhookUrl = `http://127.0.0.1:${httpPort}/webhooks/review-created`;
-    // The demo configures the daemon exactly as an operator would: through its variables.
+    // The demo configures the daemon exactly as an operator would: through its variables. The
+    // ports are the system's choice; the webhook is registered once the receiver's is known.
     const ctx = makeContext({
       REVIEWS_API_URL: sandbox.url,
       REVIEWS_API_KEY: sandbox.apiKey,
       DATA_DIR: dataDir,
       HTTP_HOST: '127.0.0.1',
-      HTTP_PORT: String(httpPort),
+      HTTP_PORT: '0',
       ADMIN_HOST: '127.0.0.1',
-      ADMIN_PORT: String(adminPort),
-      WEBHOOK_PUBLIC_URL: webhookUrl,
+      ADMIN_PORT: '0',
       LOG_LEVEL: options.logLevel,
     });
+    const started = Date.now();
+    daemon = await startDaemon(ctx);
+    const { db, webhooks, adminUrl } = daemon;
     out('review-mirror demo');
     out(`  sandbox platform  ${sandbox.url}  (${options.reviews} seeded reviews, API key ${sandbox.apiKey})`);
     out(`  database          embedded PostgreSQL in ${dataDir}`);
-    out(`  webhook receiver  ${webhookUrl}`);
-    out(`  health, metrics   http://127.0.0.1:${adminPort}/healthz  http://127.0.0.1:${adminPort}/metrics`);
+    out(`  webhook receiver  ${webhooks.url}`);
+    out(`  health, metrics   ${adminUrl}/healthz  ${adminUrl}/metrics`);
     out();
 
-    const started = Date.now();
-    daemon = await startDaemon(ctx);
-    const { db } = daemon;
-    const firstSync = await waitFor('the first review sync', () => lastRun(db, REVIEWS_JOB));
-    const mirrored = await countReviews(db);
+    const firstSync = await waitFor('the first review sync', () =>
+      readLastFinishedRun(db.knex, db, REVIEWS_JOB),
+    );
+    const mirrored = (await countReviews(db.knex, db)).total;
     out(
       `1. first sync (${firstSync.outcome}): ${mirrored} reviews mirrored by polling the feed, ` +
         `${((Date.now() - started) / 1000).toFixed(1)} s after start-up`,
     );
 
-    await waitFor('the webhook registration', () => registered(db, webhookUrl));
+    await registerDemoWebhook(ctx, daemon);
     const control = new SandboxControl(sandbox.url);
     const latencies: string[] = [];
     for (let i = 1; i <= options.live; i++) {
@@ -93,7 +96,9 @@ async function runDemo(options: DemoOptions): Promise<void> {
       const [review] = await control.submitReviews(sandbox.companyId, [
         { rating: 4.5, comment: `Live review ${i}: "quick and kind" ✨`, reviewer_name: 'Zoë Demo' },
       ]);
-      await waitFor(`live review ${i}`, () => landed(db, review!.id));
+      await waitFor(`live review ${i}`, async () =>
+        (await hasReview(db.knex, db, review!.id)) ? true : undefined,
+      );
       latencies.push(`${Date.now() - submittedAt} ms`);
     }
     if (options.live > 0) {
@@ -105,20 +110,29 @@ async function runDemo(options: DemoOptions): Promise<void> {
     out(formatStatus(await readStatus(db)));
     out();
     out('Ratings in the mirror (select rating, count(*) from review_mirror.reviews group by rating):');
-    for (const row of await ratingCounts(db)) out(`  ${row.rating.padStart(4)}  ${row.count}`);
+    for (const row of await countRatings(db.knex, db)) out(`  ${row.rating.padStart(4)}  ${row.count}`);
 
     if (options.keepRunning) {
       out();
       out('Running; submit reviews with the sandbox control API (docs/sandbox.md). Ctrl-C stops.');
-      await new Promise<void>((done) => {
-        process.once('SIGINT', () => done());
-        process.once('SIGTERM', () => done());
-      });
+      await listenForShutdown().received;
     }
   } finally {
     await daemon?.stop('demo finished');
     await sandbox.close();
   }
+}
+
+/**
+ * What WEBHOOK_PUBLIC_URL would do, for the receiver's bound address (known only once it
+ * listens): exactly one webhook for it, its secret stored, and the platform's list recorded.
+ */
+async function registerDemoWebhook(ctx: Context, daemon: RunningDaemon): Promise<void> {
+  const { db, api, metrics, webhooks } = daemon;
+  if (api === undefined) throw new Error('the demo daemon has no platform client');
+  const deps = { api, db, secrets: webhooks.secrets, log: ctx.log };
+  await ensureRegistration({ ...deps, haveConfiguredSecrets: false }, webhooks.url);
+  await checkWebhookHealth({ ...deps, metrics });
 }
 
 async function claimDemoDir(dir: string): Promise<void> {
@@ -141,43 +155,4 @@ async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, tim
     await sleep(20);
   }
   throw new Error(`the demo gave up waiting for ${what} after ${timeoutMs / 1000} s`);
-}
-
-async function lastRun(db: Db, job: string): Promise<{ outcome: string } | undefined> {
-  const run = await db
-    .knex(db.table('sync_runs'))
-    .where({ job })
-    .whereNot({ outcome: 'running' })
-    .orderBy('id', 'desc')
-    .first('outcome');
-  return run;
-}
-
-async function registered(db: Db, url: string): Promise<true | undefined> {
-  const row = await db
-    .knex(db.table('webhooks'))
-    .where({ url })
-    .whereNull('deleted_at')
-    .whereNotNull('signing_secret')
-    .first('id');
-  return row ? true : undefined;
-}
-
-async function landed(db: Db, id: string): Promise<true | undefined> {
-  return (await db.knex(db.table('reviews')).where({ id }).first('id')) ? true : undefined;
-}
-
-async function countReviews(db: Db): Promise<number> {
-  const row = await db.knex(db.table('reviews')).count<{ count: string }[]>({ count: '*' });
-  return Number(row[0]?.count ?? 0);
-}
-
-async function ratingCounts(db: Db): Promise<Array<{ rating: string; count: number }>> {
-  const rows: Array<{ rating: string; count: string | number }> = await db
-    .knex(db.table('reviews'))
-    .whereNull('removed_at')
-    .select(db.knex.raw('rating::text as rating'), db.knex.raw('count(*) as count'))
-    .groupBy('rating')
-    .orderBy('rating');
-  return rows.map((r) => ({ rating: r.rating, count: Number(r.count) }));
 }

@@ -1,111 +1,18 @@
-import type { Db } from '../db/connect.js';
-import { pendingMigrations } from '../db/migrate.js';
-import { formatMirrorCounts, type MirrorCounts, readMirrorCounts } from '../pull/mirrorCounts.js';
-import { formatWebhookStatus, readWebhookStatus, type WebhookStatus } from '../webhooks/status.js';
+import { Command } from 'commander';
+import { commandAction, withDb } from '../context.js';
+import { formatStatus, readStatus } from '../status/report.js';
 
-export interface JobStatus {
-  job: string;
-  watermark: string | null;
-  walk_in_progress: boolean;
-  last_run_started_at: string | null;
-  last_run_finished_at: string | null;
-  last_outcome: string | null;
-  last_counts: Record<string, number> | null;
-  last_error: string | null;
-}
-
-export interface StatusReport {
-  pending_migrations: string[];
-  jobs: JobStatus[];
-  /** Known webhooks, their health and the webhook miss rate; null before migrations. */
-  webhooks?: WebhookStatus | null;
-  /** Row counts of reviews (total, removed, by source), locations and professionals; null before migrations. */
-  mirror?: MirrorCounts | null;
-}
-
-const iso = (v: Date | string | null): string | null => (v === null ? null : new Date(v).toISOString());
-
-/** Per job: its checkpoint and its latest run. */
-export async function readStatus(db: Db): Promise<StatusReport> {
-  const pending = await pendingMigrations(db);
-  if (pending.length > 0 && !(await db.knex.schema.withSchema(db.schema).hasTable('sync_state'))) {
-    return { pending_migrations: pending, jobs: [] };
-  }
-  const rows = await db.knex
-    .with('latest', (q) =>
-      q
-        .from(db.table('sync_runs'))
-        .distinctOn('job')
-        .select('job', 'started_at', 'finished_at', 'outcome', 'counts', 'error')
-        .orderBy([
-          { column: 'job' },
-          { column: 'started_at', order: 'desc' },
-          { column: 'id', order: 'desc' },
-        ]),
-    )
-    .select(
-      db.knex.raw('coalesce(s.job, l.job) as job'),
-      's.watermark',
-      db.knex.raw('s.cursor is not null as walk_in_progress'),
-      'l.started_at',
-      'l.finished_at',
-      'l.outcome',
-      'l.counts',
-      'l.error',
-    )
-    .from({ s: db.table('sync_state') })
-    .fullOuterJoin({ l: 'latest' }, 's.job', 'l.job')
-    .orderBy('job');
-  return {
-    pending_migrations: pending,
-    jobs: rows.map((r) => ({
-      job: r.job,
-      watermark: iso(r.watermark),
-      walk_in_progress: Boolean(r.walk_in_progress),
-      last_run_started_at: iso(r.started_at),
-      last_run_finished_at: iso(r.finished_at),
-      last_outcome: r.outcome ?? null,
-      last_counts: r.counts ?? null,
-      last_error: r.error ?? null,
-    })),
-    webhooks: await readWebhookStatus(db),
-    mirror: await readMirrorCounts(db),
-  };
-}
-
-export function formatStatus(report: StatusReport): string {
-  const lines: string[] = [];
-  if (report.pending_migrations.length > 0) {
-    lines.push(`pending migrations: ${report.pending_migrations.join(', ')} (run \`review-mirror migrate\`)`);
-  }
-  lines.push('sync state:');
-  if (report.jobs.length === 0) lines.push('  (no job has run yet)');
-  const header = ['job', 'watermark', 'walk', 'last run', 'outcome', 'counts', 'error'];
-  const table = report.jobs.map((j) => [
-    j.job,
-    j.watermark ?? '-',
-    j.walk_in_progress ? 'in progress' : '-',
-    j.last_run_started_at ?? '-',
-    j.last_outcome ?? '-',
-    j.last_counts
-      ? Object.entries(j.last_counts)
-          .map(([k, v]) => `${k}=${v}`)
-          .join(' ')
-      : '-',
-    j.last_error ?? '',
-  ]);
-  if (table.length > 0) lines.push(...alignColumns([header, ...table]).map((l) => `  ${l}`));
-  lines.push(...formatMirrorCounts(report.mirror));
-  lines.push(...formatWebhookStatus(report.webhooks));
-  return lines.join('\n');
-}
-
-export function alignColumns(rows: string[][]): string[] {
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  return rows.map((r) =>
-    r
-      .map((cell, i) => cell.padEnd(widths[i]!))
-      .join('  ')
-      .trimEnd(),
-  );
+/** `review-mirror status [--json]`: read from the database alone, no API call. */
+export function statusCommand(): Command {
+  return new Command('status')
+    .description('show each sync job: watermark, last run, outcome, counts')
+    .option('--json', 'print JSON instead of a table')
+    .action(
+      commandAction(async (ctx, opts: { json?: boolean }) => {
+        const report = await withDb(ctx, readStatus);
+        process.stdout.write(
+          opts.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatStatus(report)}\n`,
+        );
+      }),
+    );
 }

@@ -1,10 +1,29 @@
+import { Argument, Command } from 'commander';
 import { requireApi } from '../config/schema.js';
-import type { Context } from '../context.js';
-import { withDb } from '../context.js';
+import { type Context, commandAction, withDb } from '../context.js';
 import { migrate } from '../db/migrate.js';
 import { makePartnerApi } from '../partner-api/client.js';
-import { pullJobs, type SyncTarget } from '../pull/jobs.js';
+import { pullJobs, SYNC_TARGETS, type SyncTarget } from '../pull/jobs.js';
 import { runJob } from '../pull/runJob.js';
+import { listenForShutdown } from '../shutdownSignal.js';
+
+/** `review-mirror sync <target> [--full]`. */
+export function syncCommand(): Command {
+  return new Command('sync')
+    .description(
+      'mirror once, then exit: reviews (--full: reconcile removals), locations, professionals, or all',
+    )
+    .addArgument(new Argument('<target>', 'what to mirror').choices(SYNC_TARGETS))
+    .option(
+      '--full',
+      'reviews: walk the whole feed and mark removed reviews; professionals: re-read every record',
+    )
+    .action(
+      commandAction(async (ctx, target: SyncTarget, opts: { full?: boolean }) =>
+        runSync(ctx, target, { full: opts.full === true }),
+      ),
+    );
+}
 
 /**
  * `review-mirror sync <target> [--full]`: runs the jobs once, in order, and returns. Applies
@@ -12,17 +31,14 @@ import { runJob } from '../pull/runJob.js';
  * exits non-zero with its one-line reason; SIGINT/SIGTERM stop the walk after the page in hand,
  * its checkpoint committed.
  */
-export async function runSync(
+async function runSync(
   ctx: Context,
   target: SyncTarget,
   options: { full: boolean },
   out: NodeJS.WritableStream = process.stdout,
 ): Promise<void> {
   requireApi(ctx.config); // a configuration error before any connection is opened
-  const stop = new AbortController();
-  const onSignal = () => stop.abort(new Error('interrupted by a signal'));
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const stop = listenForShutdown();
   const api = makePartnerApi(ctx.config, ctx.log);
   try {
     await withDb(ctx, async (db) => {
@@ -43,8 +59,7 @@ export async function runSync(
       }
     });
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    stop.dispose();
     await api.close();
   }
 }

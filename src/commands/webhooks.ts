@@ -5,9 +5,14 @@ import { migrate } from '../db/migrate.js';
 import { makePartnerApi, type PartnerApi } from '../partner-api/client.js';
 import { ApiRequestError } from '../partner-api/errors.js';
 import { deleteWebhook, listWebhooks, registerWebhook } from '../partner-api/webhooks.js';
+import { alignColumns } from '../status/alignColumns.js';
 import { webhookState } from '../webhooks/health.js';
-import { listStored, markDeleted, recordListed, saveRegistration } from '../webhooks/registrations.js';
-import { alignColumns } from './status.js';
+import {
+  listStoredWebhooks,
+  markWebhookDeleted,
+  recordListedWebhooks,
+  saveRegistration,
+} from '../webhooks/webhooksSql.js';
 
 /** Opens the API and the (migrated) database for one webhook command. */
 async function withApiAndDb<T>(ctx: Context, fn: (api: PartnerApi, db: Db) => Promise<T>): Promise<T> {
@@ -53,7 +58,7 @@ export function webhooksCommand(): Command {
         await withApiAndDb(ctx, async (api, db) => {
           const webhook = await registerWebhook(api, { url: opts.url, description: opts.description });
           ctx.scrubber.add(webhook.signing_secret);
-          await saveRegistration(db, {
+          await saveRegistration(db.knex, db, {
             ...webhook,
             description: webhook.description ?? opts.description ?? null,
           });
@@ -73,9 +78,9 @@ export function webhooksCommand(): Command {
       commandAction(async (ctx, opts: { json?: boolean }) => {
         await withApiAndDb(ctx, async (api, db) => {
           const listed = await listWebhooks(api);
-          await recordListed(db, listed);
+          await recordListedWebhooks(db.knex, db, listed);
           const withSecret = new Set(
-            (await listStored(db)).filter((w) => w.signing_secret !== null).map((w) => w.id),
+            (await listStoredWebhooks(db.knex, db)).filter((w) => w.signing_secret !== null).map((w) => w.id),
           );
           const rows: WebhookListing[] = listed.map((w) => ({
             id: w.id,
@@ -107,7 +112,7 @@ export function webhooksCommand(): Command {
             if (!(error instanceof ApiRequestError && error.status === 404)) throw error;
             note = ' (the platform no longer knew it)';
           }
-          await markDeleted(db, id);
+          await markWebhookDeleted(db.knex, db, id);
           process.stdout.write(`deleted webhook ${id}${note}\n`);
         });
       }),

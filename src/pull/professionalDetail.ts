@@ -1,16 +1,5 @@
+import type { StoredProfessional } from '../mirror/directorySql.js';
 import type { ProfessionalListItem } from '../partner-api/schema.js';
-
-/** What the mirror holds of a professional, as far as deciding on a single read goes. */
-export interface StoredProfessional {
-  readonly slug: string;
-  readonly first_name: string;
-  readonly last_name: string;
-  readonly active: boolean;
-  readonly profile_url: string;
-  readonly default_survey_url: string | null;
-  readonly detail_fetched_at: Date | null;
-  readonly removed_at: Date | null;
-}
 
 /** Single reads older than this are refreshed, so a move to another location shows within a day. */
 export const DETAIL_MAX_AGE_MS = 24 * 60 * 60 * 1000;

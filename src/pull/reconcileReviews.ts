@@ -1,6 +1,7 @@
+import { readDatabaseNow } from '../db/clockSql.js';
+import { markRemovedReviews } from '../mirror/reviewsSql.js';
 import { addCount, type PullContext, type RunCounts } from './context.js';
-import { markRemovedReviews } from './markRemovedReviews.js';
-import { databaseNow, readCheckpoint, writeCheckpoint } from './syncStateSql.js';
+import { readCheckpoint, writeCheckpoint } from './syncStateSql.js';
 import { advanceWatermark, EMPTY_CHECKPOINT, planFullWalk } from './walkPlan.js';
 import { walkReviewFeed } from './walkReviewFeed.js';
 
@@ -21,7 +22,7 @@ export async function reconcileReviews(
   const state = await readCheckpoint(db.knex, db, RECONCILE_JOB);
   const plan = planFullWalk(state);
   // Stamped by the database, the clock that also stamps feed_seen_at and first_seen_at.
-  const walkStartedAt = plan.resumed ? state.walkStartedAt! : await databaseNow(db.knex);
+  const walkStartedAt = plan.resumed ? state.walkStartedAt! : await readDatabaseNow(db.knex);
   await walkReviewFeed(
     ctx,
     {

@@ -1,16 +1,17 @@
-import { ApiRequestError } from '../partner-api/errors.js';
-import type { Professional, ProfessionalListItem } from '../partner-api/schema.js';
-import { addCount, type PullContext, type RunCounts } from './context.js';
+import { readDatabaseNow } from '../db/clockSql.js';
 import {
+  type DirectoryTable,
   markRemovedDirectory,
   readStoredProfessionals,
   unlistedSince,
   upsertLocations,
   upsertProfessionals,
-} from './directorySql.js';
+} from '../mirror/directorySql.js';
+import { ApiRequestError } from '../partner-api/errors.js';
+import type { Professional, ProfessionalListItem } from '../partner-api/schema.js';
+import { addCount, type PullContext, type RunCounts } from './context.js';
 import { mapBounded } from './mapBounded.js';
 import { needsDetail } from './professionalDetail.js';
-import { databaseNow } from './syncStateSql.js';
 
 export const LOCATIONS_JOB = 'locations';
 export const PROFESSIONALS_JOB = 'professionals';
@@ -28,7 +29,7 @@ export async function syncLocations(
   signal?: AbortSignal,
 ): Promise<void> {
   const { db, api } = ctx;
-  const startedAt = await databaseNow(db.knex);
+  const startedAt = await readDatabaseNow(db.knex);
   for (const active of BOTH) {
     for await (const page of api.locationPages(active, null, signal)) {
       addCount(counts, 'pages');
@@ -55,7 +56,7 @@ export async function syncProfessionals(
   signal?: AbortSignal,
 ): Promise<void> {
   const { db, api, log } = ctx;
-  const startedAt = await databaseNow(db.knex);
+  const startedAt = await readDatabaseNow(db.knex);
   for (const active of BOTH) {
     for await (const page of api.professionalPages(active, null, signal)) {
       const stored = await readStoredProfessionals(
@@ -129,7 +130,7 @@ async function readIfSame<T extends { id: string | number }>(
  */
 async function confirmUnlisted<T extends { id: string | number }>(
   ctx: PullContext,
-  tableName: 'locations' | 'professionals',
+  tableName: DirectoryTable,
   startedAt: Date,
   counts: RunCounts,
   io: { read: (slug: string) => Promise<T>; store: (found: T[]) => Promise<unknown> },

@@ -1,10 +1,8 @@
-import type { Db } from '../db/connect.js';
-import type { Queryable } from '../db/queryable.js';
+import type { Queryable, Tables } from '../db/queryable.js';
 import { EMPTY_CHECKPOINT, type WalkCheckpoint } from './walkPlan.js';
 
-type Query = Queryable;
-
-export async function readCheckpoint(q: Query, db: Db, job: string): Promise<WalkCheckpoint> {
+/** The `sync_state` table: per job, the watermark and the checkpoint of an unfinished walk. */
+export async function readCheckpoint(q: Queryable, db: Tables, job: string): Promise<WalkCheckpoint> {
   const row = await q(db.table('sync_state')).where({ job }).first();
   if (!row) return EMPTY_CHECKPOINT;
   return {
@@ -17,7 +15,12 @@ export async function readCheckpoint(q: Query, db: Db, job: string): Promise<Wal
 }
 
 /** Writes the whole checkpoint of `job` (insert or update). Call it in the transaction of the data it covers. */
-export async function writeCheckpoint(q: Query, db: Db, job: string, state: WalkCheckpoint): Promise<void> {
+export async function writeCheckpoint(
+  q: Queryable,
+  db: Tables,
+  job: string,
+  state: WalkCheckpoint,
+): Promise<void> {
   await q(db.table('sync_state'))
     .insert({
       job,
@@ -30,10 +33,4 @@ export async function writeCheckpoint(q: Query, db: Db, job: string, state: Walk
     })
     .onConflict('job')
     .merge();
-}
-
-/** The database's clock, so every comparison with `now()`-stamped columns uses one clock. */
-export async function databaseNow(q: Query): Promise<Date> {
-  const result = await q.raw('select now() as now');
-  return new Date(result.rows[0].now);
 }

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { toReviewRow } from '../mirror/reviewRow.js';
-import { upsertReviews } from '../mirror/upsertReviews.js';
+import { upsertReviews } from '../mirror/reviewsSql.js';
 import { ApiRequestError } from '../partner-api/errors.js';
 import { addCount, type PullContext, type RunCounts } from './context.js';
 import { writeCheckpoint } from './syncStateSql.js';
@@ -29,7 +29,6 @@ export async function walkReviewFeed(
   signal?: AbortSignal,
 ): Promise<Date | null> {
   const { db, api, log, metrics } = ctx;
-  const table = db.table('reviews');
   let cursor = walk.plan.cursor;
   let newest = walk.plan.newest;
   if (walk.plan.resumed) addCount(counts, 'resumed');
@@ -45,7 +44,7 @@ export async function walkReviewFeed(
           // Rows and checkpoint are one transaction, so a server crash can only lose both together
           // (the walk then re-reads those pages): no need to wait for the WAL flush of every page.
           if (db.backend === 'postgres') await trx.raw('set local synchronous_commit = off');
-          const result = await upsertReviews(trx, table, rows, 'feed');
+          const result = await upsertReviews(trx, db, rows, 'feed');
           if (page.nextCursor === null) await walk.complete(trx, walkNewest);
           else
             await writeCheckpoint(trx, db, walk.job, {

@@ -2,8 +2,13 @@ import type { Db } from '../db/connect.js';
 import type { Logger } from '../log.js';
 import type { PartnerApi } from '../partner-api/client.js';
 import { deleteWebhook, listWebhooks, registerWebhook, type Webhook } from '../partner-api/webhooks.js';
-import { listStored, markDeleted, recordListed, saveRegistration } from './registrations.js';
 import type { SigningSecrets } from './secrets.js';
+import {
+  listStoredWebhooks,
+  markWebhookDeleted,
+  recordListedWebhooks,
+  saveRegistration,
+} from './webhooksSql.js';
 
 export interface EnsurePlan {
   /** The webhook to keep, when one of those listed can be kept. */
@@ -54,17 +59,19 @@ export async function ensureRegistration(
 ): Promise<EnsurePlan> {
   const { api, db, log } = deps;
   const listed = await listWebhooks(api, signal);
-  await recordListed(db, listed);
-  const stored = new Set((await listStored(db)).filter((w) => w.signing_secret !== null).map((w) => w.id));
+  await recordListedWebhooks(db.knex, db, listed);
+  const stored = new Set(
+    (await listStoredWebhooks(db.knex, db)).filter((w) => w.signing_secret !== null).map((w) => w.id),
+  );
   const plan = planEnsure(listed, url, stored, deps.haveConfiguredSecrets);
   if (plan.register) {
     const created = await registerWebhook(api, { url, description: 'review-mirror' }, signal);
-    await saveRegistration(db, created);
+    await saveRegistration(db.knex, db, created);
     log.info({ webhookId: created.id }, 'webhook registered for WEBHOOK_PUBLIC_URL');
   }
   for (const id of plan.remove) {
     await deleteWebhook(api, id, signal);
-    await markDeleted(db, id);
+    await markWebhookDeleted(db.knex, db, id);
     log.info({ webhookId: id }, 'duplicate webhook for WEBHOOK_PUBLIC_URL deleted');
   }
   await deps.secrets.refresh(db);

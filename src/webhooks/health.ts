@@ -3,8 +3,8 @@ import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { PartnerApi } from '../partner-api/client.js';
 import { listWebhooks, type Webhook } from '../partner-api/webhooks.js';
-import { listStored, recordListed } from './registrations.js';
 import type { SigningSecrets } from './secrets.js';
+import { listStoredWebhooks, readWebhookMissRate, recordListedWebhooks } from './webhooksSql.js';
 
 export type WebhookState = 'active' | 'inactive' | 'failing';
 export const WEBHOOK_STATES: readonly WebhookState[] = ['active', 'inactive', 'failing'];
@@ -26,37 +26,6 @@ export function countStates(
   return counts;
 }
 
-export interface MissRate {
-  /** Reviews first seen in the window, by how they first reached us. */
-  readonly feed: number;
-  readonly webhook: number;
-  /** feed / (feed + webhook); null when no review was first seen in the window. */
-  readonly ratio: number | null;
-}
-
-/**
- * How often the poll had to fill in for a webhook: among reviews first seen in the last
- * `windowHours`, the share whose first sighting came from the feed (`source = 'feed'`).
- */
-export async function webhookMissRate(db: Db, windowHours = 24): Promise<MissRate> {
-  // Only reviews created since the first registration could have been delivered: a backfill of
-  // older reviews is no miss.
-  const rows: Array<{ source: string; n: string | number }> = await db
-    .knex(db.table('reviews'))
-    .where('first_seen_at', '>', db.knex.raw(`now() - make_interval(hours => ?)`, [windowHours]))
-    .where(
-      'created_at',
-      '>=',
-      db.knex(db.table('webhooks')).min(db.knex.raw('coalesce(registered_at, created_at)')),
-    )
-    .groupBy('source')
-    .select('source', db.knex.raw('count(*) as n'));
-  const count = (source: string) => Number(rows.find((r) => r.source === source)?.n ?? 0);
-  const feed = count('feed');
-  const webhook = count('webhook');
-  return { feed, webhook, ratio: feed + webhook === 0 ? null : feed / (feed + webhook) };
-}
-
 export interface HealthCheckDeps {
   readonly api: Pick<PartnerApi, 'request'>;
   readonly db: Db;
@@ -71,9 +40,9 @@ export interface HealthCheckDeps {
  */
 export async function checkWebhookHealth(deps: HealthCheckDeps, signal?: AbortSignal): Promise<Webhook[]> {
   const { db, log, metrics } = deps;
-  const before = new Map((await listStored(db)).map((w) => [w.id, w.last_error]));
+  const before = new Map((await listStoredWebhooks(db.knex, db)).map((w) => [w.id, w.last_error]));
   const listed = await listWebhooks(deps.api, signal);
-  await recordListed(db, listed);
+  await recordListedWebhooks(db.knex, db, listed);
   await deps.secrets.refresh(db);
   for (const w of listed) {
     if (w.last_error !== null && w.last_error !== before.get(w.id)) {
@@ -84,7 +53,7 @@ export async function checkWebhookHealth(deps: HealthCheckDeps, signal?: AbortSi
   if (metrics) {
     const counts = countStates(listed);
     for (const state of WEBHOOK_STATES) metrics.webhooks.set({ state }, counts[state]);
-    const miss = await webhookMissRate(db);
+    const miss = await readWebhookMissRate(db.knex, db);
     if (miss.ratio !== null) metrics.webhookMissRatio.set(miss.ratio);
   }
   return listed;

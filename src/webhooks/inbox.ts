@@ -1,7 +1,7 @@
 import type { Db } from '../db/connect.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
-import { type Delivery, type DeliveryOutcome, storeDeliveries } from './inboxStore.js';
+import { type Delivery, type DeliveryOutcome, storeDeliveries } from './inboxSql.js';
 
 export class InboxClosedError extends Error {
   override readonly name = 'InboxClosedError';
@@ -86,6 +86,7 @@ export class Inbox {
     const endTimer = this.#metrics?.webhookCommitSeconds.startTimer();
     try {
       const outcomes = await storeDeliveries(
+        this.#db.knex,
         this.#db,
         batch.map((w) => w.delivery),
       );

@@ -1,6 +1,6 @@
 import type { Db } from '../db/connect.js';
 import type { SecretScrubber } from '../log.js';
-import { activeSecrets } from './registrations.js';
+import { listActiveSecrets } from './webhooksSql.js';
 
 /**
  * The signing secrets a delivery may be signed with: those of the configuration (WEBHOOK_SECRETS)
@@ -29,7 +29,7 @@ export class SigningSecrets {
 
   /** Re-reads the stored secrets (after register/delete, and on the health poll). */
   async refresh(db: Db): Promise<readonly string[]> {
-    const stored = await activeSecrets(db);
+    const stored = await listActiveSecrets(db.knex, db);
     for (const s of stored) this.#scrubber.add(s);
     this.#current = [...new Set([...stored, ...this.#configured])];
     this.#lastRefreshMs = Date.now();

@@ -1,8 +1,21 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
-export { freePort } from '../../src/freePort.js';
+/**
+ * A loopback TCP port free right now, for a child process told its port (its webhook URL must be
+ * known before it starts). Another process may take it in between: tests only.
+ */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  server.close();
+  await once(server, 'close');
+  return port;
+}
 
 /** The built CLI, exactly what `npx review-mirror` and the Dockerfile run (`npm test` builds it first). */
 export const CLI = fileURLToPath(new URL('../../dist/src/cli.js', import.meta.url));

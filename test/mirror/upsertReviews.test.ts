@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import { latestPerId, type ReviewRow, toReviewRow } from '../../src/mirror/reviewRow.js';
-import { upsertReviews } from '../../src/mirror/upsertReviews.js';
+import { upsertReviews } from '../../src/mirror/reviewsSql.js';
 import { freshDb } from '../helpers/db.js';
 
 const row = (over: Partial<ReviewRow> = {}): ReviewRow => ({
@@ -65,36 +65,24 @@ describe('upsertReviews', () => {
   const read = async (id: string) => db.knex(db.table('reviews')).where({ id }).first();
 
   it('inserts, then counts a second sighting as an update, keeping the first source', async () => {
-    const table = db.table('reviews');
-    expect(await upsertReviews(db.knex, table, [row()], 'webhook')).toEqual({ inserted: 1, updated: 0 });
+    expect(await upsertReviews(db.knex, db, [row()], 'webhook')).toEqual({ inserted: 1, updated: 0 });
     const first = await read(row().id);
     expect(first.source).toBe('webhook');
     expect(first.feed_seen_at).toBeNull();
     expect(String(first.rating)).toBe('4.5');
     expect(first.comment).toBe(row().comment);
 
-    expect(await upsertReviews(db.knex, table, [row()], 'feed')).toEqual({ inserted: 0, updated: 1 });
+    expect(await upsertReviews(db.knex, db, [row()], 'feed')).toEqual({ inserted: 0, updated: 1 });
     const second = await read(row().id);
     expect(second.source).toBe('webhook');
     expect(second.feed_seen_at).not.toBeNull();
   });
 
   it('never lets an older version overwrite a newer one, but still records the sighting', async () => {
-    const table = db.table('reviews');
     const id = '0e5d7c3b-1111-4222-8333-944455556666';
-    await upsertReviews(
-      db.knex,
-      table,
-      [row({ id, comment: 'newer', observed_at: new Date(5000) })],
-      'webhook',
-    );
+    await upsertReviews(db.knex, db, [row({ id, comment: 'newer', observed_at: new Date(5000) })], 'webhook');
     const before = await read(id);
-    await upsertReviews(
-      db.knex,
-      table,
-      [row({ id, comment: 'older', observed_at: new Date(1000) })],
-      'webhook',
-    );
+    await upsertReviews(db.knex, db, [row({ id, comment: 'older', observed_at: new Date(1000) })], 'webhook');
     const after = await read(id);
     expect(after.comment).toBe('newer');
     expect(after.last_seen_at.getTime()).toBeGreaterThanOrEqual(before.last_seen_at.getTime());
@@ -103,9 +91,9 @@ describe('upsertReviews', () => {
   it('accepts the same id twice in one batch and clears removed_at when the feed shows a row again', async () => {
     const table = db.table('reviews');
     const id = '7a7a7a7a-2222-4333-8444-955566667777';
-    await upsertReviews(db.knex, table, [row({ id }), row({ id, comment: 'dup' })], 'feed');
+    await upsertReviews(db.knex, db, [row({ id }), row({ id, comment: 'dup' })], 'feed');
     await db.knex(table).where({ id }).update({ removed_at: new Date() });
-    await upsertReviews(db.knex, table, [row({ id })], 'feed');
+    await upsertReviews(db.knex, db, [row({ id })], 'feed');
     expect((await read(id)).removed_at).toBeNull();
   });
 });

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { formatStatus, readStatus } from '../../src/commands/status.js';
 import { parseConfig } from '../../src/config/schema.js';
 import type { Db } from '../../src/db/connect.js';
 import { makeMetrics } from '../../src/metrics.js';
 import { makePartnerApi, type PartnerApi } from '../../src/partner-api/client.js';
 import { schedulePullJobs } from '../../src/pull/schedule.js';
 import { Scheduler } from '../../src/scheduler.js';
+import { formatStatus, readStatus } from '../../src/status/report.js';
 import { freshDb } from '../helpers/db.js';
 import { expectExactMirror, quietLog, type TestSandbox, testSandbox } from './helpers.js';
 

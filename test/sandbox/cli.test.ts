@@ -7,7 +7,7 @@ const CLI = 'dist/src/cli.js';
 describe('review-mirror sandbox (CLI)', () => {
   beforeAll(() => {
     // `npm test` builds first; a bare `vitest run` may find no build yet.
-    if (!existsSync('dist/src/sandbox/command.js'))
+    if (!existsSync('dist/src/commands/sandbox.js'))
       execFileSync('npm', ['run', 'build'], { stdio: 'ignore' });
   });
 

@@ -9,10 +9,10 @@ import { syncReviews } from '../../src/pull/syncReviews.js';
 import { SandboxControl } from '../../src/sandbox/controlClient.js';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/server.js';
 import { Scheduler } from '../../src/scheduler.js';
-import { checkWebhookHealth, webhookMissRate } from '../../src/webhooks/health.js';
+import { checkWebhookHealth } from '../../src/webhooks/health.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../src/webhooks/receiver.js';
-import { markDeleted, saveRegistration } from '../../src/webhooks/registrations.js';
 import { signDelivery } from '../../src/webhooks/signature.js';
+import { markWebhookDeleted, readWebhookMissRate, saveRegistration } from '../../src/webhooks/webhooksSql.js';
 import { freshDb } from '../helpers/db.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -60,13 +60,13 @@ describe('webhook receiver with the sandbox delivering', () => {
   /** Registers like `webhooks register` does: the secret goes to the database. */
   const register = async (url: string, options: { reload?: boolean } = {}) => {
     const webhook = await registerWebhook(api, { url, description: 'test' });
-    await saveRegistration(db, webhook);
+    await saveRegistration(db.knex, db, webhook);
     if (options.reload !== false) await receiver.secrets.refresh(db);
     return webhook;
   };
   const unregister = async (id: string) => {
     await deleteWebhook(api, id);
-    await markDeleted(db, id);
+    await markWebhookDeleted(db.knex, db, id);
   };
 
   it('has the review in the table once the sandbox saw its 200', async () => {
@@ -188,7 +188,7 @@ describe('webhook receiver with the sandbox delivering', () => {
     const bySource = (source: string) => rows.filter((r: { source: string }) => r.source === source).length;
     expect(bySource('feed')).toBe(1);
     expect(bySource('webhook')).toBe(visible.length - 1);
-    const miss = await webhookMissRate(db);
+    const miss = await readWebhookMissRate(db.knex, db);
     expect(miss).toEqual({ feed: 1, webhook: visible.length - 1, ratio: 1 / visible.length });
   });
 });

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
-import type { Db } from '../db/connect.js';
+import type { Queryable, Tables } from '../db/queryable.js';
 import { toReviewRow } from '../mirror/reviewRow.js';
-import { upsertReviews } from '../mirror/upsertReviews.js';
+import { upsertReviews } from '../mirror/reviewsSql.js';
 import type { ReviewCreatedEvent } from './event.js';
 
 /** A verified, parsed delivery, ready to be stored. */
@@ -13,15 +13,25 @@ export interface Delivery {
 
 export type DeliveryOutcome = 'accepted' | 'duplicate';
 
+/** When the last delivery was received; null before the first one. */
+export async function readLastDeliveryAt(q: Queryable, db: Tables): Promise<Date | null> {
+  const last = await q(db.table('webhook_inbox')).max({ at: 'received_at' }).first();
+  return last?.at ?? null;
+}
+
 /**
  * Stores a batch of deliveries in one transaction: a new inbox row per event not seen before, and
  * the reviews upserted with source `webhook`. Every delivery, duplicate or not, goes through the
  * upsert, which records the sighting and never lets an older version overwrite a newer one.
  * Returns one outcome per delivery, in order: the first delivery of an event is `accepted`.
  */
-export async function storeDeliveries(db: Db, deliveries: readonly Delivery[]): Promise<DeliveryOutcome[]> {
+export async function storeDeliveries(
+  q: Queryable,
+  db: Tables,
+  deliveries: readonly Delivery[],
+): Promise<DeliveryOutcome[]> {
   if (deliveries.length === 0) return [];
-  return db.knex.transaction(async (trx: Knex.Transaction) => {
+  return q.transaction(async (trx: Knex.Transaction) => {
     const firstOfEvent = new Map<string, number>();
     deliveries.forEach((d, index) => {
       const key = `${d.event.data.id}\u0000${d.event.event}`;
@@ -44,7 +54,7 @@ export async function storeDeliveries(db: Db, deliveries: readonly Delivery[]): 
 
     await upsertReviews(
       trx,
-      db.table('reviews'),
+      db,
       deliveries.map((d) => toReviewRow(d.event.data, eventTime(d))),
       'webhook',
     );

@@ -1,16 +1,19 @@
-import type { Db } from '../db/connect.js';
-import type { Queryable } from '../db/queryable.js';
+import type { Queryable, Tables } from '../db/queryable.js';
 import type { Location, ProfessionalListItem } from '../partner-api/schema.js';
-import type { StoredProfessional } from './professionalDetail.js';
 
-type Query = Queryable;
+/** The directory's tables: `locations` and `professionals`. */
+export type DirectoryTable = 'locations' | 'professionals';
 
 const lastPerId = <T extends { id: unknown }>(items: readonly T[]): T[] => [
   ...new Map(items.map((i) => [i.id, i])).values(),
 ];
 
 /** Upserts listed locations in one statement; a listed record is not removed (any more). */
-export async function upsertLocations(q: Query, db: Db, locations: readonly Location[]): Promise<number> {
+export async function upsertLocations(
+  q: Queryable,
+  db: Tables,
+  locations: readonly Location[],
+): Promise<number> {
   const rows = lastPerId(locations).map((l) => ({
     id: l.id,
     slug: l.slug,
@@ -48,9 +51,21 @@ const PROFESSIONAL_LISTED_FIELDS = [
   'created_at',
 ] as const;
 
+/** What the mirror holds of a professional, as far as deciding on a single read goes. */
+export interface StoredProfessional {
+  readonly slug: string;
+  readonly first_name: string;
+  readonly last_name: string;
+  readonly active: boolean;
+  readonly profile_url: string;
+  readonly default_survey_url: string | null;
+  readonly detail_fetched_at: Date | null;
+  readonly removed_at: Date | null;
+}
+
 export async function readStoredProfessionals(
-  q: Query,
-  db: Db,
+  q: Queryable,
+  db: Tables,
   ids: readonly string[],
 ): Promise<Map<string, StoredProfessional>> {
   if (ids.length === 0) return new Map();
@@ -71,8 +86,8 @@ export interface ProfessionalUpsert {
  * single record was read; the others keep what the mirror had.
  */
 export async function upsertProfessionals(
-  q: Query,
-  db: Db,
+  q: Queryable,
+  db: Tables,
   professionals: readonly ProfessionalUpsert[],
 ): Promise<number> {
   const table = db.table('professionals');
@@ -110,9 +125,9 @@ export async function upsertProfessionals(
 
 /** What the complete listings that began at `startedAt` did not return: candidates for removal. */
 export async function unlistedSince(
-  q: Query,
-  db: Db,
-  tableName: 'locations' | 'professionals',
+  q: Queryable,
+  db: Tables,
+  tableName: DirectoryTable,
   startedAt: Date,
 ): Promise<Array<{ id: string | number; slug: string }>> {
   return q(db.table(tableName))
@@ -123,13 +138,26 @@ export async function unlistedSince(
 
 /** After complete listings that began at `startedAt` (and the candidates' confirmation): what they did not return is gone. */
 export async function markRemovedDirectory(
-  q: Query,
-  db: Db,
-  tableName: 'locations' | 'professionals',
+  q: Queryable,
+  db: Tables,
+  tableName: DirectoryTable,
   startedAt: Date,
 ): Promise<number> {
   return q(db.table(tableName))
     .whereNull('removed_at')
     .where('last_seen_at', '<', startedAt)
     .update({ removed_at: q.fn.now() });
+}
+
+/** Every stored record of `tableName`, and how many of them the platform no longer lists. */
+export async function countDirectory(
+  q: Queryable,
+  db: Tables,
+  tableName: DirectoryTable,
+): Promise<{ total: number; removed: number }> {
+  const [row] = await q(db.table(tableName)).select(
+    q.raw('count(*) as total'),
+    q.raw('count(*) filter (where removed_at is not null) as removed'),
+  );
+  return { total: Number(row.total), removed: Number(row.removed) };
 }

@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError } from 'commander';
-import { startSandbox } from './server.js';
+import { startSandbox } from '../sandbox/server.js';
+import { listenForShutdown } from '../shutdownSignal.js';
 
 const integer = (min: number) => (raw: string) => {
   const n = Number(raw);
@@ -66,10 +67,7 @@ export function sandboxCommand(): Command {
           '',
         ].join('\n'),
       );
-      await new Promise<void>((resolve) => {
-        process.once('SIGTERM', resolve);
-        process.once('SIGINT', resolve);
-      });
+      await listenForShutdown().received;
       await sandbox.close();
       process.stdout.write('sandbox stopped\n');
     });

@@ -1,4 +1,4 @@
-import type { Db } from '../db/connect.js';
+import type { Queryable, Tables } from '../db/queryable.js';
 
 /**
  * The `webhooks` table: the platform's webhooks as we last knew them, with the signing secret of
@@ -32,11 +32,11 @@ export interface WebhookSnapshot {
 
 /** Records a registration we just made, with its secret. */
 export async function saveRegistration(
-  db: Db,
+  q: Queryable,
+  db: Tables,
   webhook: WebhookSnapshot & { signing_secret: string },
 ): Promise<void> {
-  await db
-    .knex(db.table('webhooks'))
+  await q(db.table('webhooks'))
     .insert({
       id: webhook.id,
       url: webhook.url,
@@ -44,7 +44,7 @@ export async function saveRegistration(
       events: [...(webhook.events ?? [])],
       signing_secret: webhook.signing_secret,
       created_at: webhook.created_at ?? null,
-      registered_at: db.knex.fn.now(),
+      registered_at: q.fn.now(),
       is_active: webhook.is_active ?? true,
       last_error: webhook.last_error ?? null,
     })
@@ -53,12 +53,11 @@ export async function saveRegistration(
 }
 
 /** Marks a webhook deleted: its secret stops being accepted. Returns whether it was known. */
-export async function markDeleted(db: Db, id: string): Promise<boolean> {
-  const count = await db
-    .knex(db.table('webhooks'))
+export async function markWebhookDeleted(q: Queryable, db: Tables, id: string): Promise<boolean> {
+  const count = await q(db.table('webhooks'))
     .where({ id })
     .whereNull('deleted_at')
-    .update({ deleted_at: db.knex.fn.now() });
+    .update({ deleted_at: q.fn.now() });
   return count > 0;
 }
 
@@ -68,11 +67,14 @@ export async function markDeleted(db: Db, id: string): Promise<boolean> {
  * its secret, since a list read right after a registration may lag behind it; its stale
  * `checked_at` says it was not listed.
  */
-export async function recordListed(db: Db, listed: readonly WebhookSnapshot[]): Promise<void> {
+export async function recordListedWebhooks(
+  q: Queryable,
+  db: Tables,
+  listed: readonly WebhookSnapshot[],
+): Promise<void> {
   if (listed.length === 0) return;
   const unique = new Map(listed.map((w) => [w.id, w]));
-  await db
-    .knex(db.table('webhooks'))
+  await q(db.table('webhooks'))
     .insert(
       [...unique.values()].map((w) => ({
         id: w.id,
@@ -82,7 +84,7 @@ export async function recordListed(db: Db, listed: readonly WebhookSnapshot[]): 
         created_at: w.created_at ?? null,
         is_active: w.is_active ?? null,
         last_error: w.last_error ?? null,
-        checked_at: db.knex.fn.now(),
+        checked_at: q.fn.now(),
       })),
     )
     .onConflict('id')
@@ -90,20 +92,44 @@ export async function recordListed(db: Db, listed: readonly WebhookSnapshot[]): 
 }
 
 /** Every webhook not deleted by us, oldest first. */
-export async function listStored(db: Db): Promise<StoredWebhook[]> {
-  return db
-    .knex(db.table('webhooks'))
+export async function listStoredWebhooks(q: Queryable, db: Tables): Promise<StoredWebhook[]> {
+  return q(db.table('webhooks'))
     .whereNull('deleted_at')
     .orderBy([{ column: 'registered_at', order: 'asc', nulls: 'last' }, { column: 'id' }]);
 }
 
 /** Signing secrets of the webhooks we registered and did not delete. */
-export async function activeSecrets(db: Db): Promise<string[]> {
-  const rows: Array<{ signing_secret: string }> = await db
-    .knex(db.table('webhooks'))
+export async function listActiveSecrets(q: Queryable, db: Tables): Promise<string[]> {
+  const rows: Array<{ signing_secret: string }> = await q(db.table('webhooks'))
     .whereNull('deleted_at')
     .whereNotNull('signing_secret')
     .orderBy([{ column: 'registered_at', order: 'desc', nulls: 'last' }, { column: 'id' }])
     .select('signing_secret');
   return rows.map((r) => r.signing_secret);
+}
+
+export interface MissRate {
+  /** Reviews first seen in the window, by how they first reached us. */
+  readonly feed: number;
+  readonly webhook: number;
+  /** feed / (feed + webhook); null when no review was first seen in the window. */
+  readonly ratio: number | null;
+}
+
+/**
+ * How often the poll had to fill in for a webhook: among reviews first seen in the last
+ * `windowHours`, the share whose first sighting came from the feed (`source = 'feed'`).
+ */
+export async function readWebhookMissRate(q: Queryable, db: Tables, windowHours = 24): Promise<MissRate> {
+  // Only reviews created since the first registration could have been delivered: a backfill of
+  // older reviews is no miss.
+  const rows: Array<{ source: string; n: string | number }> = await q(db.table('reviews'))
+    .where('first_seen_at', '>', q.raw(`now() - make_interval(hours => ?)`, [windowHours]))
+    .where('created_at', '>=', q(db.table('webhooks')).min(q.raw('coalesce(registered_at, created_at)')))
+    .groupBy('source')
+    .select('source', q.raw('count(*) as n'));
+  const count = (source: string) => Number(rows.find((r) => r.source === source)?.n ?? 0);
+  const feed = count('feed');
+  const webhook = count('webhook');
+  return { feed, webhook, ratio: feed + webhook === 0 ? null : feed / (feed + webhook) };
 }

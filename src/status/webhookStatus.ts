@@ -1,6 +1,8 @@
 import type { Db } from '../db/connect.js';
-import { type MissRate, webhookMissRate, webhookState } from './health.js';
-import { listStored } from './registrations.js';
+import { webhookState } from '../webhooks/health.js';
+import { readLastDeliveryAt } from '../webhooks/inboxSql.js';
+import { listStoredWebhooks, type MissRate, readWebhookMissRate } from '../webhooks/webhooksSql.js';
+import { hasTables } from './statusSql.js';
 
 /** The webhook part of `review-mirror status`: read from the database alone, no API call. */
 export interface WebhookStatus {
@@ -22,9 +24,9 @@ const iso = (v: Date | string | null): string | null => (v === null ? null : new
 
 /** Null while the webhook tables do not exist yet (migrations pending). */
 export async function readWebhookStatus(db: Db): Promise<WebhookStatus | null> {
-  if (!(await db.knex.schema.withSchema(db.schema).hasTable('webhooks'))) return null;
-  const stored = await listStored(db);
-  const last = await db.knex(db.table('webhook_inbox')).max({ at: 'received_at' }).first();
+  if (!(await hasTables(db.knex, db, ['webhooks']))) return null;
+  const stored = await listStoredWebhooks(db.knex, db);
+  const lastDeliveryAt = await readLastDeliveryAt(db.knex, db);
   return {
     webhooks: stored.map((w) => ({
       id: w.id,
@@ -34,8 +36,8 @@ export async function readWebhookStatus(db: Db): Promise<WebhookStatus | null> {
       checked_at: iso(w.checked_at),
       secret_stored: w.signing_secret !== null,
     })),
-    last_delivery_at: iso(last?.at ?? null),
-    miss_rate_24h: await webhookMissRate(db),
+    last_delivery_at: iso(lastDeliveryAt),
+    miss_rate_24h: await readWebhookMissRate(db.knex, db),
   };
 }
 

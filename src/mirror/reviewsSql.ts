@@ -1,0 +1,114 @@
+import type { Knex } from 'knex';
+import type { Queryable, Tables } from '../db/queryable.js';
+import { latestPerId, type ReviewRow } from './reviewRow.js';
+
+export type ReviewSource = 'feed' | 'webhook';
+
+export interface UpsertCounts {
+  inserted: number;
+  updated: number;
+}
+
+const FIELDS = [
+  'review_number',
+  'created_at',
+  'rating',
+  'comment',
+  'is_verified',
+  'reviewer_name',
+  'reviewer_email',
+  'professional_id',
+  'professional_name',
+  'observed_at',
+] as const;
+
+/**
+ * Upserts reviews in one statement. A version observed earlier than the stored one never
+ * overwrites it (out-of-order webhook deliveries), but every sighting moves `last_seen_at`.
+ * Rows from the feed also stamp `feed_seen_at` and clear `removed_at`: the feed shows them again.
+ * `source` is written only on insert.
+ */
+export async function upsertReviews(
+  q: Queryable,
+  db: Tables,
+  rows: readonly ReviewRow[],
+  source: ReviewSource,
+): Promise<UpsertCounts> {
+  const table = db.table('reviews');
+  const unique = latestPerId(rows);
+  if (unique.length === 0) return { inserted: 0, updated: 0 };
+  const fromFeed = source === 'feed';
+  const values = unique.map((r) => ({
+    id: r.id,
+    ...Object.fromEntries(FIELDS.map((f) => [f, r[f]])),
+    source,
+    feed_seen_at: fromFeed ? q.fn.now() : null,
+  }));
+  const newer = '"excluded"."observed_at" >= ??.observed_at';
+  const merge: Record<string, Knex.Raw> = {};
+  for (const f of FIELDS)
+    merge[f] = q.raw(`case when ${newer} then "excluded".?? else ??.?? end`, [table, f, table, f]);
+  merge.last_seen_at = q.raw('now()');
+  if (fromFeed) {
+    merge.feed_seen_at = q.raw('now()');
+    merge.removed_at = q.raw('null');
+  }
+  const result = (await q(table)
+    .insert(values)
+    .onConflict('id')
+    .merge(merge)
+    .returning(q.raw('(xmax = 0) as inserted'))) as Array<{ inserted: boolean }>;
+  const inserted = result.filter((r) => r.inserted).length;
+  return { inserted, updated: result.length - inserted };
+}
+
+/**
+ * After a complete reconcile walk that started at `walkStartedAt`: every review the walk did not
+ * return (not seen by the feed since the walk began) and that existed before it began is no
+ * longer public. Returns how many were marked.
+ */
+export async function markRemovedReviews(q: Queryable, db: Tables, walkStartedAt: Date): Promise<number> {
+  return q(db.table('reviews'))
+    .whereNull('removed_at')
+    .where('first_seen_at', '<', walkStartedAt)
+    .where((w) => w.whereNull('feed_seen_at').orWhere('feed_seen_at', '<', walkStartedAt))
+    .update({ removed_at: q.fn.now() });
+}
+
+export interface ReviewCounts {
+  total: number;
+  removed: number;
+  by_source: { feed: number; webhook: number };
+}
+
+/** Every stored review, removed or not, and how each first reached us. */
+export async function countReviews(q: Queryable, db: Tables): Promise<ReviewCounts> {
+  const [row] = await q(db.table('reviews')).select(
+    q.raw('count(*) as total'),
+    q.raw('count(*) filter (where removed_at is not null) as removed'),
+    q.raw(`count(*) filter (where source = 'feed') as feed`),
+    q.raw(`count(*) filter (where source = 'webhook') as webhook`),
+  );
+  return {
+    total: Number(row.total),
+    removed: Number(row.removed),
+    by_source: { feed: Number(row.feed), webhook: Number(row.webhook) },
+  };
+}
+
+/** Reviews the platform still shows, per rating, lowest first. */
+export async function countRatings(
+  q: Queryable,
+  db: Tables,
+): Promise<Array<{ rating: string; count: number }>> {
+  const rows: Array<{ rating: string; count: string | number }> = await q(db.table('reviews'))
+    .whereNull('removed_at')
+    .select(q.raw('rating::text as rating'), q.raw('count(*) as count'))
+    .groupBy('rating')
+    .orderBy('rating');
+  return rows.map((r) => ({ rating: r.rating, count: Number(r.count) }));
+}
+
+export async function hasReview(q: Queryable, db: Tables, id: string): Promise<boolean> {
+  return (await q(db.table('reviews')).where({ id }).first('id')) !== undefined;
+}

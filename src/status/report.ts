@@ -1,0 +1,79 @@
+import type { Db } from '../db/connect.js';
+import { pendingMigrations } from '../db/migrate.js';
+import { alignColumns } from './alignColumns.js';
+import { formatMirrorCounts, type MirrorCounts, readMirrorCounts } from './mirrorCounts.js';
+import { hasTables, readJobStatuses } from './statusSql.js';
+import { formatWebhookStatus, readWebhookStatus, type WebhookStatus } from './webhookStatus.js';
+
+export interface JobStatus {
+  job: string;
+  watermark: string | null;
+  walk_in_progress: boolean;
+  last_run_started_at: string | null;
+  last_run_finished_at: string | null;
+  last_outcome: string | null;
+  last_counts: Record<string, number> | null;
+  last_error: string | null;
+}
+
+export interface StatusReport {
+  pending_migrations: string[];
+  jobs: JobStatus[];
+  /** Known webhooks, their health and the webhook miss rate; null before migrations. */
+  webhooks?: WebhookStatus | null;
+  /** Row counts of reviews (total, removed, by source), locations and professionals; null before migrations. */
+  mirror?: MirrorCounts | null;
+}
+
+const iso = (v: Date | string | null): string | null => (v === null ? null : new Date(v).toISOString());
+
+/** Per job: its checkpoint and its latest run. */
+export async function readStatus(db: Db): Promise<StatusReport> {
+  const pending = await pendingMigrations(db);
+  if (pending.length > 0 && !(await hasTables(db.knex, db, ['sync_state']))) {
+    return { pending_migrations: pending, jobs: [] };
+  }
+  const rows = await readJobStatuses(db.knex, db);
+  return {
+    pending_migrations: pending,
+    jobs: rows.map((r) => ({
+      job: r.job,
+      watermark: iso(r.watermark),
+      walk_in_progress: Boolean(r.walk_in_progress),
+      last_run_started_at: iso(r.started_at),
+      last_run_finished_at: iso(r.finished_at),
+      last_outcome: r.outcome ?? null,
+      last_counts: r.counts ?? null,
+      last_error: r.error ?? null,
+    })),
+    webhooks: await readWebhookStatus(db),
+    mirror: await readMirrorCounts(db),
+  };
+}
+
+export function formatStatus(report: StatusReport): string {
+  const lines: string[] = [];
+  if (report.pending_migrations.length > 0) {
+    lines.push(`pending migrations: ${report.pending_migrations.join(', ')} (run \`review-mirror migrate\`)`);
+  }
+  lines.push('sync state:');
+  if (report.jobs.length === 0) lines.push('  (no job has run yet)');
+  const header = ['job', 'watermark', 'walk', 'last run', 'outcome', 'counts', 'error'];
+  const table = report.jobs.map((j) => [
+    j.job,
+    j.watermark ?? '-',
+    j.walk_in_progress ? 'in progress' : '-',
+    j.last_run_started_at ?? '-',
+    j.last_outcome ?? '-',
+    j.last_counts
+      ? Object.entries(j.last_counts)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' ')
+      : '-',
+    j.last_error ?? '',
+  ]);
+  if (table.length > 0) lines.push(...alignColumns([header, ...table]).map((l) => `  ${l}`));
+  lines.push(...formatMirrorCounts(report.mirror));
+  lines.push(...formatWebhookStatus(report.webhooks));
+  return lines.join('\n');
+}

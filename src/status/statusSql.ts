@@ -1,0 +1,64 @@
+import type { Queryable, Tables } from '../db/queryable.js';
+
+/**
+ * The reads behind `status` that span tables owned elsewhere (`sync_state` with `sync_runs`), and
+ * whether tables exist at all: `status` must answer on a database whose migrations are pending.
+ */
+
+export async function hasTables(q: Queryable, db: Tables, names: readonly string[]): Promise<boolean> {
+  for (const name of names) if (!(await q.schema.withSchema(db.schema).hasTable(name))) return false;
+  return true;
+}
+
+/** Per job: its checkpoint row and its latest run, either of which may be missing. */
+export interface JobStatusRow {
+  job: string;
+  watermark: Date | string | null;
+  walk_in_progress: boolean;
+  started_at: Date | string | null;
+  finished_at: Date | string | null;
+  outcome: string | null;
+  counts: Record<string, number> | null;
+  error: string | null;
+}
+
+export async function readJobStatuses(q: Queryable, db: Tables): Promise<JobStatusRow[]> {
+  return q
+    .with('latest', (w) =>
+      w
+        .from(db.table('sync_runs'))
+        .distinctOn('job')
+        .select('job', 'started_at', 'finished_at', 'outcome', 'counts', 'error')
+        .orderBy([
+          { column: 'job' },
+          { column: 'started_at', order: 'desc' },
+          { column: 'id', order: 'desc' },
+        ]),
+    )
+    .select(
+      q.raw('coalesce(s.job, l.job) as job'),
+      's.watermark',
+      q.raw('s.cursor is not null as walk_in_progress'),
+      'l.started_at',
+      'l.finished_at',
+      'l.outcome',
+      'l.counts',
+      'l.error',
+    )
+    .from({ s: db.table('sync_state') })
+    .fullOuterJoin({ l: 'latest' }, 's.job', 'l.job')
+    .orderBy('job');
+}
+
+/** The outcome of the latest run of `job` that is no longer running; undefined before one ends. */
+export async function readLastFinishedRun(
+  q: Queryable,
+  db: Tables,
+  job: string,
+): Promise<{ outcome: string } | undefined> {
+  return q(db.table('sync_runs'))
+    .where({ job })
+    .whereNot({ outcome: 'running' })
+    .orderBy('id', 'desc')
+    .first('outcome');
+}
