@@ -1,28 +1,27 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../src/db/connect.js';
-import { SandboxControl } from '../../src/sandbox/controlClient.js';
-import { type RunningSandbox, startSandbox } from '../../src/sandbox/server.js';
+import type { SandboxControl } from '../../src/sandbox/controlClient.js';
 import { signDelivery } from '../../src/webhooks/signature.js';
 import { CliProcess, runCli, waitForHttp } from '../helpers/cli.js';
 import { daemonSetup } from '../helpers/daemon.js';
 import { dropSchema, TEST_DATABASE_URL } from '../helpers/db.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** The whole daemon as a real process against the sandbox: what an operator sees. */
 describe('`run` against the sandbox', () => {
-  let sandbox: RunningSandbox;
+  let sandbox: TestSandbox;
   let control: SandboxControl;
   const schemas: string[] = [];
 
   beforeAll(async () => {
-    sandbox = await startSandbox({
-      port: 0,
+    sandbox = await testSandbox({
       seedReviews: 30_000,
       seed: 3,
       timeScale: 0.01,
       allowHttpWebhooks: true,
     });
-    control = new SandboxControl(sandbox.url);
+    ({ control } = sandbox);
   });
   afterAll(async () => {
     await sandbox?.close();

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { startSandbox } from '../../src/sandbox/server.js';
 import { CLI, cliEnv } from '../helpers/cli.js';
+import { testSandbox } from '../helpers/sandbox.js';
 
 /** The `review-mirror` bin as npx and a shell run it: through its shebang, so it must be executable. */
 describe('the review-mirror bin', () => {
@@ -19,7 +19,7 @@ describe('the review-mirror bin', () => {
 
 describe('a one-shot command', () => {
   it('logs to stderr, so that stdout carries only its result', async () => {
-    const sandbox = await startSandbox({ port: 0, seedReviews: 50 });
+    const sandbox = await testSandbox({ seedReviews: 50 });
     try {
       const env = cliEnv({
         DATA_DIR: mkdtempSync(join(tmpdir(), 'rm-bin-')),

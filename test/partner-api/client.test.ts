@@ -8,7 +8,8 @@ import {
   ApiSchemaError,
   ApiUnavailableError,
 } from '../../src/partner-api/errors.js';
-import { type TestSandbox, testApi, testSandbox } from '../pull/helpers.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { testApi } from '../pull/helpers.js';
 
 describe('partner API client against the sandbox', () => {
   let sandbox: TestSandbox;

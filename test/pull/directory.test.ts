@@ -12,7 +12,9 @@ import {
   syncProfessionals,
 } from '../../src/pull/syncDirectory.js';
 import { freshDb } from '../helpers/db.js';
-import { pullContext, quietLog, type TestSandbox, testApi, testSandbox } from './helpers.js';
+import { quietLog } from '../helpers/log.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { pullContext, testApi } from './helpers.js';
 
 describe('locations and professionals', () => {
   let sandbox: TestSandbox;

@@ -5,14 +5,10 @@ import { RECONCILE_JOB, reconcileReviews } from '../../src/pull/reconcileReviews
 import { runJob } from '../../src/pull/runJob.js';
 import { REVIEWS_JOB, syncReviews } from '../../src/pull/syncReviews.js';
 import { freshDb } from '../helpers/db.js';
-import {
-  expectExactMirror,
-  pullContext,
-  quietLog,
-  type TestSandbox,
-  testApi,
-  testSandbox,
-} from './helpers.js';
+import { quietLog } from '../helpers/log.js';
+import { expectExactMirror } from '../helpers/oracle.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { pullContext, testApi } from './helpers.js';
 
 describe('sync under injected faults', () => {
   let sandbox: TestSandbox;

@@ -6,7 +6,8 @@ import { openDb } from '../../src/db/connect.js';
 import { makeRandom } from '../../src/sandbox/random.js';
 import { CliProcess, cliEnv } from '../helpers/cli.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
-import { expectExactMirror, type TestSandbox, testSandbox } from './helpers.js';
+import { expectExactMirror } from '../helpers/oracle.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 
 /** `review-mirror sync reviews` as a real process. */
 const startSync = (env: NodeJS.ProcessEnv) => new CliProcess(['sync', 'reviews'], env);

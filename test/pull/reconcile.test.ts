@@ -6,14 +6,11 @@ import { runJob } from '../../src/pull/runJob.js';
 import { REVIEWS_JOB, syncReviews } from '../../src/pull/syncReviews.js';
 import { readCheckpoint } from '../../src/pull/syncStateSql.js';
 import { freshDb } from '../helpers/db.js';
-import {
-  expectExactMirror,
-  pullContext,
-  quietLog,
-  type TestSandbox,
-  testApi,
-  testSandbox,
-} from './helpers.js';
+import { quietLog } from '../helpers/log.js';
+import { expectExactMirror } from '../helpers/oracle.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { waitFor } from '../helpers/wait.js';
+import { pullContext, testApi } from './helpers.js';
 
 describe('reconcile: removals the incremental feed cannot show', () => {
   let sandbox: TestSandbox;
@@ -70,9 +67,7 @@ describe('reconcile: removals the incremental feed cannot show', () => {
     await sandbox.control.setFaults({ partner: { delay: 1, delayMs: 20 } });
     const stop = new AbortController();
     const interrupted = reconcile(stop.signal);
-    while ((await readCheckpoint(db.knex, db, RECONCILE_JOB)).cursor === null) {
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await waitFor(async () => (await readCheckpoint(db.knex, db, RECONCILE_JOB)).cursor !== null, 20_000, 5);
     stop.abort(new Error('stopped halfway'));
     await expect(interrupted).rejects.toThrow('stopped halfway');
     await sandbox.control.setFaults({});

@@ -7,7 +7,10 @@ import { schedulePullJobs } from '../../src/pull/schedule.js';
 import { Scheduler } from '../../src/scheduler.js';
 import { formatStatus, readStatus } from '../../src/status/report.js';
 import { freshDb } from '../helpers/db.js';
-import { expectExactMirror, quietLog, type TestSandbox, testSandbox } from './helpers.js';
+import { quietLog } from '../helpers/log.js';
+import { expectExactMirror } from '../helpers/oracle.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { waitFor } from '../helpers/wait.js';
 
 describe('scheduled pull jobs', () => {
   let sandbox: TestSandbox;
@@ -37,11 +40,11 @@ describe('scheduled pull jobs', () => {
   });
 
   it('syncs reviews at start-up, records the run, and exports freshness metrics', async () => {
-    for (let i = 0; i < 500; i++) {
-      const run = await db.knex(db.table('sync_runs')).where({ job: 'reviews' }).first();
-      if (run?.outcome === 'success') break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await waitFor(
+      async () =>
+        (await db.knex(db.table('sync_runs')).where({ job: 'reviews' }).first())?.outcome === 'success',
+      10_000,
+    ).catch(() => {}); // the assertions below say what is wrong
     const run = await db.knex(db.table('sync_runs')).where({ job: 'reviews' }).first();
     expect(run).toMatchObject({ outcome: 'success', counts: { pages: 10, fetched: 1_000, inserted: 1_000 } });
     await expectExactMirror(db, sandbox);

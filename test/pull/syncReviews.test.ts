@@ -7,14 +7,11 @@ import { runJob } from '../../src/pull/runJob.js';
 import { REVIEWS_JOB, syncReviews } from '../../src/pull/syncReviews.js';
 import { readCheckpoint } from '../../src/pull/syncStateSql.js';
 import { freshDb } from '../helpers/db.js';
-import {
-  expectExactMirror,
-  pullContext,
-  quietLog,
-  type TestSandbox,
-  testApi,
-  testSandbox,
-} from './helpers.js';
+import { quietLog } from '../helpers/log.js';
+import { expectExactMirror } from '../helpers/oracle.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { waitFor } from '../helpers/wait.js';
+import { pullContext, testApi } from './helpers.js';
 
 describe('incremental review sync against the sandbox', () => {
   let sandbox: TestSandbox;
@@ -170,11 +167,3 @@ describe('incremental review sync against the sandbox', () => {
     });
   });
 });
-
-async function waitFor(condition: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}

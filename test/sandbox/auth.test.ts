@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxControl } from '../../src/sandbox/controlClient.js';
-import type { RunningSandbox } from '../../src/sandbox/server.js';
-import { partner, withSandbox } from './helpers.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { partner } from './helpers.js';
 
 const ROUTES: Array<[string, string, unknown?]> = [
   ['GET', '/reviews'],
@@ -19,11 +19,12 @@ const ROUTES: Array<[string, string, unknown?]> = [
 ];
 
 describe('authentication', () => {
-  let sandbox: RunningSandbox;
+  let sandbox: TestSandbox;
   let control: SandboxControl;
 
   beforeAll(async () => {
-    ({ sandbox, control } = await withSandbox({ apiKey: 'first-key', seedReviews: 5 }));
+    sandbox = await testSandbox({ apiKey: 'first-key', seedReviews: 5 });
+    ({ control } = sandbox);
   });
   afterAll(() => sandbox.close());
 

@@ -1,17 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SandboxControl, SandboxControlError } from '../../src/sandbox/controlClient.js';
-import type { RunningSandbox } from '../../src/sandbox/server.js';
-import { partner, withSandbox } from './helpers.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { partner } from './helpers.js';
 
 type Call = ReturnType<typeof partner>;
 
 describe('control API', () => {
-  let sandbox: RunningSandbox;
+  let sandbox: TestSandbox;
   let control: SandboxControl;
   let api: Call;
 
   beforeAll(async () => {
-    ({ sandbox, control, api } = await withSandbox({ seedReviews: 1000, seed: 9, apiKey: 'KEY' }));
+    sandbox = await testSandbox({ seedReviews: 1000, seed: 9, apiKey: 'KEY' });
+    ({ control } = sandbox);
+    api = partner(sandbox, sandbox.apiKey);
   });
   afterAll(() => sandbox.close());
 
@@ -27,13 +29,13 @@ describe('control API', () => {
   });
 
   it('seeds deterministically: the same seed gives the same reviews on another start', async () => {
-    const again = await withSandbox({ seedReviews: 1000, seed: 9 });
+    const again = await testSandbox({ seedReviews: 1000, seed: 9 });
     try {
       const a = await control.visibleReviews(sandbox.companyId);
-      const b = await again.control.visibleReviews(again.sandbox.companyId);
+      const b = await again.control.visibleReviews(again.companyId);
       expect(b).toEqual(a);
     } finally {
-      await again.sandbox.close();
+      await again.close();
     }
   });
 

@@ -1,17 +1,19 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxControl } from '../../src/sandbox/controlClient.js';
-import type { RunningSandbox } from '../../src/sandbox/server.js';
-import { type partner, withSandbox } from './helpers.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { partner } from './helpers.js';
 
 type Call = ReturnType<typeof partner>;
 
 describe('fault injection on partner requests', () => {
-  let sandbox: RunningSandbox;
+  let sandbox: TestSandbox;
   let control: SandboxControl;
   let api: Call;
 
   beforeAll(async () => {
-    ({ sandbox, control, api } = await withSandbox({ seedReviews: 300 }));
+    sandbox = await testSandbox({ seedReviews: 300 });
+    ({ control } = sandbox);
+    api = partner(sandbox, sandbox.apiKey);
   });
   afterEach(() => control.setFaults({}));
   afterAll(() => sandbox.close());
@@ -110,7 +112,8 @@ describe('fault injection on partner requests', () => {
 
 describe('close() with a hung request', () => {
   it('returns promptly and ends the hung socket', async () => {
-    const { sandbox, control } = await withSandbox();
+    const sandbox = await testSandbox();
+    const { control } = sandbox;
     await control.setFaults({ partner: { hang: 1 } });
     const pending = fetch(`${sandbox.url}/api/v1/partner/reviews`, {
       headers: { 'x-api-key': sandbox.apiKey },

@@ -1,17 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxControl } from '../../src/sandbox/controlClient.js';
-import type { RunningSandbox } from '../../src/sandbox/server.js';
-import { partner, withSandbox } from './helpers.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { partner } from './helpers.js';
 
 type Call = ReturnType<typeof partner>;
 
 describe('professionals', () => {
-  let sandbox: RunningSandbox;
+  let sandbox: TestSandbox;
   let control: SandboxControl;
   let api: Call;
 
   beforeAll(async () => {
-    ({ sandbox, control, api } = await withSandbox({ surveyDelayMs: 200 }));
+    sandbox = await testSandbox({ surveyDelayMs: 200 });
+    ({ control } = sandbox);
+    api = partner(sandbox, sandbox.apiKey);
   });
   afterAll(() => sandbox.close());
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxControl } from '../../src/sandbox/controlClient.js';
-import type { RunningSandbox } from '../../src/sandbox/server.js';
-import { type Answer, type partner, withSandbox } from './helpers.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { type Answer, partner } from './helpers.js';
 
 type Call = ReturnType<typeof partner>;
 interface WireReview {
@@ -40,12 +40,14 @@ async function walk(call: Call, query: string, between?: () => Promise<void>) {
 }
 
 describe('reviews feed', () => {
-  let sandbox: RunningSandbox;
+  let sandbox: TestSandbox;
   let control: SandboxControl;
   let api: Call;
 
   beforeAll(async () => {
-    ({ sandbox, control, api } = await withSandbox({ seedReviews: 10_000, seed: 42 }));
+    sandbox = await testSandbox({ seedReviews: 10_000, seed: 42 });
+    ({ control } = sandbox);
+    api = partner(sandbox, sandbox.apiKey);
   });
   afterAll(() => sandbox.close());
 

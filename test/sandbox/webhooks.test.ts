@@ -1,8 +1,9 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxControl } from '../../src/sandbox/controlClient.js';
-import type { RunningSandbox } from '../../src/sandbox/server.js';
-import { eventually, partner, type Received, startReceiver, withSandbox } from './helpers.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { waitFor } from '../helpers/wait.js';
+import { partner, type Received, startReceiver } from './helpers.js';
 
 /** Spec 6.3, computed independently of the sandbox's code. */
 function verify(secret: string, received: Received): boolean {
@@ -15,16 +16,17 @@ function verify(secret: string, received: Received): boolean {
 }
 
 describe('webhooks', () => {
-  let sandbox: RunningSandbox;
+  let sandbox: TestSandbox;
   let control: SandboxControl;
   const receivers: Array<{ close(): Promise<void> }> = [];
 
   beforeAll(async () => {
-    ({ sandbox, control } = await withSandbox({
+    sandbox = await testSandbox({
       timeScale: 0.001,
       allowHttpWebhooks: true,
       deliveryTimeoutMs: 300,
-    }));
+    });
+    ({ control } = sandbox);
   });
   afterAll(async () => {
     await sandbox.close();
@@ -78,15 +80,15 @@ describe('webhooks', () => {
       (await api('POST', '/webhook', { url: 'http://localhost:9/x', events: ['review.created'] })).status,
     ).toBe(201);
 
-    const strict = await withSandbox();
+    const strict = await testSandbox();
     try {
-      const refused = await strict.api('POST', '/webhook', {
+      const refused = await partner(strict, strict.apiKey)('POST', '/webhook', {
         url: 'http://127.0.0.1:9/x',
         events: ['review.created'],
       });
       expect(refused.status).toBe(422);
     } finally {
-      await strict.sandbox.close();
+      await strict.close();
     }
   });
 
@@ -130,7 +132,7 @@ describe('webhooks', () => {
       { rating: 4.5, comment: 'Signed 🎉 "ok"\n' },
     ]);
     await control.submitReviews(company.company_id, [{ public: false }, { suppressed: true }]);
-    const delivery = await eventually(() => receiver.received[0]);
+    const delivery = await waitFor(() => receiver.received[0]);
     expect(delivery.headers['content-type']).toBe('application/json');
     expect(delivery.headers['x-ee-event']).toBe('review.created');
     const timestamp = delivery.headers['x-ee-timestamp'] as string;
@@ -151,7 +153,7 @@ describe('webhooks', () => {
   it('retries after 1, 5 and 30 minutes (scaled), re-signing each time, then drops and records last_error', async () => {
     const { receiver, company, api, webhook } = await setup(() => 500);
     const [review] = await control.submitReviews(company.company_id, [{}]);
-    const truth = await eventually(async () => {
+    const truth = await waitFor(async () => {
       const t = await control.truth(company.company_id);
       return t.deliveries[0]?.state === 'dropped' ? t : undefined;
     });
@@ -175,7 +177,7 @@ describe('webhooks', () => {
   it('stops retrying once an attempt succeeds, and treats a slow receiver as a timeout', async () => {
     const flaky = await setup((_r, index) => (index < 2 ? 503 : 204));
     await control.submitReviews(flaky.company.company_id, [{}]);
-    const delivered = await eventually(async () => {
+    const delivered = await waitFor(async () => {
       const t = await control.truth(flaky.company.company_id);
       return t.deliveries[0]?.state === 'delivered' ? t.deliveries[0] : undefined;
     });
@@ -184,7 +186,7 @@ describe('webhooks', () => {
 
     const slow = await setup((_r, index) => (index === 0 ? 'hang' : 200));
     await control.submitReviews(slow.company.company_id, [{}]);
-    const recovered = await eventually(async () => {
+    const recovered = await waitFor(async () => {
       const t = await control.truth(slow.company.company_id);
       return t.deliveries[0]?.state === 'delivered' ? t.deliveries[0] : undefined;
     });
@@ -197,7 +199,7 @@ describe('webhooks', () => {
     const api = partner(sandbox, company.api_key);
     await api('POST', '/webhook', { url: 'http://127.0.0.1:1/nothing', events: ['review.created'] });
     await control.submitReviews(company.company_id, [{}]);
-    const listed = await eventually(async () => {
+    const listed = await waitFor(async () => {
       const hook = (await api('GET', '/webhook')).json.webhooks[0];
       return hook.last_error === null ? undefined : hook;
     });
@@ -211,7 +213,7 @@ describe('webhooks', () => {
       const { receiver, company } = await setup();
       await control.setFaults({ webhooks: { failFirst: 2 } });
       await control.submitReviews(company.company_id, [{}]);
-      const delivery = await eventually(async () => {
+      const delivery = await waitFor(async () => {
         const t = await control.truth(company.company_id);
         return t.deliveries[0]?.state === 'delivered' ? t.deliveries[0] : undefined;
       });
@@ -224,7 +226,7 @@ describe('webhooks', () => {
       const { receiver, company, webhook } = await setup();
       await control.setFaults({ webhooks: { duplicate: 1, reorder: true } });
       const reviews = await control.submitReviews(company.company_id, [{}, {}, {}]);
-      await eventually(() => (receiver.received.length >= 6 ? true : undefined));
+      await waitFor(() => (receiver.received.length >= 6 ? true : undefined));
       const ids = receiver.received.map((r) => JSON.parse(r.rawBody).data.id);
       const [a, b, c] = reviews.map((r) => r.id);
       expect(ids).toEqual([c, c, b, b, a, a]);

@@ -3,23 +3,23 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../src/db/connect.js';
-import { SandboxControl } from '../../src/sandbox/controlClient.js';
-import { type RunningSandbox, startSandbox } from '../../src/sandbox/server.js';
+import type { SandboxControl } from '../../src/sandbox/controlClient.js';
 import { cliEnv, freePort, runCli } from '../helpers/cli.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** `review-mirror webhooks register|list|delete`, the built CLI against the sandbox. */
 describe('webhooks command', () => {
-  let sandbox: RunningSandbox;
+  let sandbox: TestSandbox;
   let control: SandboxControl;
   let dataDir: string;
   let env: NodeJS.ProcessEnv;
   const schema = uniqueSchema('whcli');
 
   beforeAll(async () => {
-    sandbox = await startSandbox({ port: 0, timeScale: 0.001, allowHttpWebhooks: true });
-    control = new SandboxControl(sandbox.url);
+    sandbox = await testSandbox({ timeScale: 0.001, allowHttpWebhooks: true });
+    ({ control } = sandbox);
     dataDir = await mkdtemp(join(tmpdir(), 'rm-whcli-'));
     env = cliEnv({
       DATABASE_URL: TEST_DATABASE_URL,

@@ -1,11 +1,11 @@
 import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Db, openDb } from '../../src/db/connect.js';
-import { SandboxControl } from '../../src/sandbox/controlClient.js';
-import { type RunningSandbox, startSandbox } from '../../src/sandbox/server.js';
+import type { SandboxControl } from '../../src/sandbox/controlClient.js';
 import { CliProcess, waitForHttp } from '../helpers/cli.js';
 import { daemonSetup } from '../helpers/daemon.js';
 import { dropSchema, TEST_DATABASE_URL } from '../helpers/db.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -14,7 +14,7 @@ import { waitFor } from '../helpers/wait.js';
  * the platform's retries bring in the rest.
  */
 describe('daemon killed mid-burst', () => {
-  let sandbox: RunningSandbox;
+  let sandbox: TestSandbox;
   let control: SandboxControl;
   let dataDir: string;
   let env: NodeJS.ProcessEnv;
@@ -25,8 +25,8 @@ describe('daemon killed mid-burst', () => {
   beforeAll(async () => {
     // Retries after 0.6 s, 3 s and 18 s: time enough for a restart (an embedded database waits for
     // the crashed holder's lock to go stale), short enough for a test.
-    sandbox = await startSandbox({ port: 0, timeScale: 0.01, allowHttpWebhooks: true });
-    control = new SandboxControl(sandbox.url);
+    sandbox = await testSandbox({ timeScale: 0.01, allowHttpWebhooks: true });
+    ({ control } = sandbox);
     const setup = await daemonSetup(sandbox, {
       SYNC_REVIEWS_CRON: 'off',
       SYNC_DIRECTORY_CRON: 'off',

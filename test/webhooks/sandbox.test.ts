@@ -6,19 +6,19 @@ import { makeMetrics } from '../../src/metrics.js';
 import { makePartnerApi, type PartnerApi } from '../../src/partner-api/client.js';
 import { deleteWebhook, listWebhooks, registerWebhook } from '../../src/partner-api/webhooks.js';
 import { syncReviews } from '../../src/pull/syncReviews.js';
-import { SandboxControl } from '../../src/sandbox/controlClient.js';
-import { type RunningSandbox, startSandbox } from '../../src/sandbox/server.js';
+import type { SandboxControl } from '../../src/sandbox/controlClient.js';
 import { Scheduler } from '../../src/scheduler.js';
 import { checkWebhookHealth } from '../../src/webhooks/health.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../src/webhooks/receiver.js';
 import { signDelivery } from '../../src/webhooks/signature.js';
 import { markWebhookDeleted, readWebhookMissRate, saveRegistration } from '../../src/webhooks/webhooksSql.js';
 import { freshDb } from '../helpers/db.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** The receiver of `run`, in process, against the sandbox delivering over real HTTP. */
 describe('webhook receiver with the sandbox delivering', () => {
-  let sandbox: RunningSandbox;
+  let sandbox: TestSandbox;
   let control: SandboxControl;
   let db: Db;
   let api: PartnerApi;
@@ -29,8 +29,8 @@ describe('webhook receiver with the sandbox delivering', () => {
   const log = makeLogger({ level: 'silent', scrubber });
 
   beforeAll(async () => {
-    sandbox = await startSandbox({ port: 0, timeScale: 0.001, allowHttpWebhooks: true });
-    control = new SandboxControl(sandbox.url);
+    sandbox = await testSandbox({ timeScale: 0.001, allowHttpWebhooks: true });
+    ({ control } = sandbox);
     db = await freshDb();
     const config = parseConfig({
       REVIEWS_API_URL: sandbox.url,
