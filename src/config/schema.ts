@@ -108,8 +108,6 @@ export const envSchema = z.object({
   TLS_KEY_FILE: optionalText,
 });
 
-export type Env = z.input<typeof envSchema>;
-
 export interface Config {
   readonly api: {
     /** Base URL of the platform; `/api/v1/partner/...` is appended. Absent until configured. */

@@ -36,7 +36,6 @@ export const deliverySchema = z.object({
   duplicate_of: z.string().nullable(),
   attempts: z.array(attemptSchema),
 });
-export type Delivery = z.infer<typeof deliverySchema>;
 
 const addressSchema = z.object({
   line1: z.string(),

@@ -55,8 +55,6 @@ export const eventBody = z.object({
   metadata: z.record(z.string(), z.unknown(), { error: 'must be a JSON object' }).nullish(),
 });
 
-export const WEBHOOK_EVENTS = ['review.created'] as const;
-
 export const webhookBody = z.object({
   url: z.string({ error: required('a string') }).min(1, 'must not be empty'),
   events: z

@@ -672,8 +672,6 @@ export function reviewJson(r: ReviewRecord) {
   };
 }
 
-export type ReviewJson = ReturnType<typeof reviewJson>;
-
 export const reviewTruthJson = (r: ReviewRecord) => ({
   ...reviewJson(r),
   public: r.isPublic,

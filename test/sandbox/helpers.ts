@@ -1,7 +1,5 @@
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { SandboxControl } from '../../src/sandbox/controlClient.js';
-import { type RunningSandbox, type SandboxOptions, startSandbox } from '../../src/sandbox/server.js';
 
 export interface Answer {
   status: number;
@@ -37,11 +35,6 @@ export function partner(sandbox: { url: string }, apiKey: string | undefined) {
     }
     return { status: response.status, headers: response.headers, text, json };
   };
-}
-
-export async function withSandbox(options: SandboxOptions = {}) {
-  const sandbox: RunningSandbox = await startSandbox({ port: 0, ...options });
-  return { sandbox, control: new SandboxControl(sandbox.url), api: partner(sandbox, sandbox.apiKey) };
 }
 
 export interface Received {
