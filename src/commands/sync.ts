@@ -2,7 +2,7 @@ import { requireApi } from '../config/schema.js';
 import type { Context } from '../context.js';
 import { withDb } from '../context.js';
 import { migrate } from '../db/migrate.js';
-import { makePartnerApi } from '../partner-api/client.js';
+import { makePartnerApi, partnerApiOptions } from '../partner-api/client.js';
 import { pullJobs, type SyncTarget } from '../pull/jobs.js';
 import { runJob } from '../pull/runJob.js';
 
@@ -23,7 +23,7 @@ export async function runSync(
   const onSignal = () => stop.abort(new Error('interrupted by a signal'));
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  const api = makePartnerApi(ctx.config, ctx.log);
+  const api = makePartnerApi(partnerApiOptions(ctx.config, ctx.log));
   try {
     await withDb(ctx, async (db) => {
       await migrate(db);

@@ -1,6 +1,7 @@
 import type { Db } from '../db/connect.js';
 import type { Queryable } from '../db/queryable.js';
-import type { Location, ProfessionalListItem } from '../partner-api/schema.js';
+import type { Location } from '../partner-api/locationsSchema.js';
+import type { ProfessionalListItem } from '../partner-api/professionalsSchema.js';
 import type { StoredProfessional } from './professionalDetail.js';
 
 type Query = Queryable;

@@ -1,4 +1,4 @@
-import type { ProfessionalListItem } from '../partner-api/schema.js';
+import type { ProfessionalListItem } from '../partner-api/professionalsSchema.js';
 
 /** What the mirror holds of a professional, as far as deciding on a single read goes. */
 export interface StoredProfessional {

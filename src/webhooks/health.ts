@@ -2,7 +2,7 @@ import type { Db } from '../db/connect.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { PartnerApi } from '../partner-api/client.js';
-import { listWebhooks, type Webhook } from '../partner-api/webhooks.js';
+import type { Webhook } from '../partner-api/webhooksSchema.js';
 import { listStored, recordListed } from './registrations.js';
 import type { SigningSecrets } from './secrets.js';
 
@@ -58,7 +58,7 @@ export async function webhookMissRate(db: Db, windowHours = 24): Promise<MissRat
 }
 
 export interface HealthCheckDeps {
-  readonly api: Pick<PartnerApi, 'request'>;
+  readonly api: Pick<PartnerApi, 'webhooks'>;
   readonly db: Db;
   readonly secrets: SigningSecrets;
   readonly log: Logger;
@@ -72,7 +72,7 @@ export interface HealthCheckDeps {
 export async function checkWebhookHealth(deps: HealthCheckDeps, signal?: AbortSignal): Promise<Webhook[]> {
   const { db, log, metrics } = deps;
   const before = new Map((await listStored(db)).map((w) => [w.id, w.last_error]));
-  const listed = await listWebhooks(deps.api, signal);
+  const listed = await deps.api.webhooks.list(signal);
   await recordListed(db, listed);
   await deps.secrets.refresh(db);
   for (const w of listed) {

@@ -3,7 +3,7 @@ import { formatStatus, readStatus } from '../../src/commands/status.js';
 import { parseConfig } from '../../src/config/schema.js';
 import type { Db } from '../../src/db/connect.js';
 import { makeMetrics } from '../../src/metrics.js';
-import { makePartnerApi, type PartnerApi } from '../../src/partner-api/client.js';
+import { makePartnerApi, type PartnerApi, partnerApiOptions } from '../../src/partner-api/client.js';
 import { schedulePullJobs } from '../../src/pull/schedule.js';
 import { Scheduler } from '../../src/scheduler.js';
 import { freshDb } from '../helpers/db.js';
@@ -26,7 +26,7 @@ describe('scheduled pull jobs', () => {
       SYNC_DIRECTORY_CRON: 'off',
       SYNC_RECONCILE_CRON: 'off',
     });
-    api = makePartnerApi(config, quietLog, metrics);
+    api = makePartnerApi(partnerApiOptions(config, quietLog, metrics));
     schedulePullJobs({ db, api, log: quietLog, metrics, config, scheduler });
   });
   afterAll(async () => {
