@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { type Db, openDb } from '../src/db/connect.js';
 import { migrate } from '../src/db/migrate.js';
 import { makeLogger, SecretScrubber } from '../src/log.js';
-import { createPartnerApi, type PartnerApi } from '../src/partner-api/client.js';
+import { makePartnerApi, type PartnerApi } from '../src/partner-api/client.js';
 import { DEFAULT_BACKOFF } from '../src/partner-api/retryPolicy.js';
 import { runJob } from '../src/pull/runJob.js';
 import { REVIEWS_JOB, syncReviews } from '../src/pull/syncReviews.js';
@@ -22,7 +22,7 @@ export async function benchPull(): Promise<BenchResult> {
   const databaseUrl = process.env.BENCH_DATABASE_URL || undefined;
   const log = makeLogger({ level: 'silent', scrubber: new SecretScrubber() });
   const sandbox = await startSandbox({ port: 0, seedReviews: REVIEWS, seed: 1 });
-  const api: PartnerApi = createPartnerApi({
+  const api: PartnerApi = makePartnerApi({
     url: sandbox.url,
     key: sandbox.apiKey,
     connectTimeoutMs: 5_000,
@@ -35,7 +35,7 @@ export async function benchPull(): Promise<BenchResult> {
     let fetched = 0;
     const baseline = await medianSeconds(async () => {
       fetched = 0;
-      for await (const page of api.reviewPages(null, null)) fetched += page.items.length;
+      for await (const page of api.reviews.pages(null, null)) fetched += page.items.length;
     });
     if (fetched !== REVIEWS) throw new Error(`baseline fetched ${fetched} reviews, expected ${REVIEWS}`);
 

@@ -4,7 +4,7 @@ import { type Db, dbOptionsFromConfig, openDb } from './db/connect.js';
 import { migrate } from './db/migrate.js';
 import { describeError } from './errors.js';
 import { type Metrics, makeMetrics } from './metrics.js';
-import { makePartnerApi, type PartnerApi } from './partner-api/client.js';
+import { makePartnerApi, type PartnerApi, partnerApiOptions } from './partner-api/client.js';
 import { schedulePullJobs } from './pull/schedule.js';
 import { Scheduler } from './scheduler.js';
 import { startWebhookReceiver, type WebhookReceiver } from './webhooks/receiver.js';
@@ -58,7 +58,8 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
     log.info({ port: config.admin.port }, 'admin server listening');
 
     const scheduler = new Scheduler(log, metrics);
-    const api = config.api.url && config.api.key ? makePartnerApi(config, log, metrics) : undefined;
+    const api =
+      config.api.url && config.api.key ? makePartnerApi(partnerApiOptions(config, log, metrics)) : undefined;
     if (api) closers.push({ name: 'partner API client', close: () => api.close() });
     closers.push({ name: 'scheduler', close: () => scheduler.stop(config.shutdownGraceMs) });
     if (api) schedulePullJobs({ db, api, log, metrics, config, scheduler });

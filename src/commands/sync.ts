@@ -2,7 +2,7 @@ import { Argument, Command } from 'commander';
 import { requireApi } from '../config/schema.js';
 import { type Context, commandAction, withDb } from '../context.js';
 import { migrate } from '../db/migrate.js';
-import { makePartnerApi } from '../partner-api/client.js';
+import { makePartnerApi, partnerApiOptions } from '../partner-api/client.js';
 import { pullJobs, SYNC_TARGETS, type SyncTarget } from '../pull/jobs.js';
 import { runJob } from '../pull/runJob.js';
 import { listenForShutdown } from '../shutdownSignal.js';
@@ -39,7 +39,7 @@ async function runSync(
 ): Promise<void> {
   requireApi(ctx.config); // a configuration error before any connection is opened
   const stop = listenForShutdown();
-  const api = makePartnerApi(ctx.config, ctx.log);
+  const api = makePartnerApi(partnerApiOptions(ctx.config, ctx.log));
   try {
     await withDb(ctx, async (db) => {
       await migrate(db);

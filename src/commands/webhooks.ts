@@ -2,9 +2,8 @@ import { Command } from 'commander';
 import { type Context, commandAction, withDb } from '../context.js';
 import type { Db } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { makePartnerApi, type PartnerApi } from '../partner-api/client.js';
+import { makePartnerApi, type PartnerApi, partnerApiOptions } from '../partner-api/client.js';
 import { ApiRequestError } from '../partner-api/errors.js';
-import { deleteWebhook, listWebhooks, registerWebhook } from '../partner-api/webhooks.js';
 import { alignColumns } from '../status/alignColumns.js';
 import { webhookState } from '../webhooks/health.js';
 import {
@@ -16,7 +15,7 @@ import {
 
 /** Opens the API and the (migrated) database for one webhook command. */
 async function withApiAndDb<T>(ctx: Context, fn: (api: PartnerApi, db: Db) => Promise<T>): Promise<T> {
-  const api = makePartnerApi(ctx.config, ctx.log);
+  const api = makePartnerApi(partnerApiOptions(ctx.config, ctx.log));
   try {
     return await withDb(ctx, async (db) => {
       await migrate(db);
@@ -56,7 +55,7 @@ export function webhooksCommand(): Command {
     .action(
       commandAction(async (ctx, opts: { url: string; description?: string }) => {
         await withApiAndDb(ctx, async (api, db) => {
-          const webhook = await registerWebhook(api, { url: opts.url, description: opts.description });
+          const webhook = await api.webhooks.register({ url: opts.url, description: opts.description });
           ctx.scrubber.add(webhook.signing_secret);
           await saveRegistration(db.knex, db, {
             ...webhook,
@@ -77,7 +76,7 @@ export function webhooksCommand(): Command {
     .action(
       commandAction(async (ctx, opts: { json?: boolean }) => {
         await withApiAndDb(ctx, async (api, db) => {
-          const listed = await listWebhooks(api);
+          const listed = await api.webhooks.list();
           await recordListedWebhooks(db.knex, db, listed);
           const withSecret = new Set(
             (await listStoredWebhooks(db.knex, db)).filter((w) => w.signing_secret !== null).map((w) => w.id),
@@ -106,7 +105,7 @@ export function webhooksCommand(): Command {
         await withApiAndDb(ctx, async (api, db) => {
           let note = '';
           try {
-            await deleteWebhook(api, id);
+            await api.webhooks.delete(id);
           } catch (error) {
             // Already gone on the platform (say, a retried delete): forget it here all the same.
             if (!(error instanceof ApiRequestError && error.status === 404)) throw error;

@@ -1,5 +1,6 @@
 import type { Queryable, Tables } from '../db/queryable.js';
-import type { Location, ProfessionalListItem } from '../partner-api/schema.js';
+import type { Location } from '../partner-api/locationsSchema.js';
+import type { ProfessionalListItem } from '../partner-api/professionalsSchema.js';
 
 /** The directory's tables: `locations` and `professionals`. */
 export type DirectoryTable = 'locations' | 'professionals';

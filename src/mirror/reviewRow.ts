@@ -1,4 +1,4 @@
-import type { Review } from '../partner-api/schema.js';
+import type { Review } from '../partner-api/reviewsSchema.js';
 
 /** A review as stored: spec 2.1 flattened, plus when the platform produced this version of it. */
 export interface ReviewRow {

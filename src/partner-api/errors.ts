@@ -67,3 +67,17 @@ export class ApiSchemaError extends FatalError {
     this.field = field;
   }
 }
+
+/**
+ * Pagination that cannot be trusted (more pages claimed without a cursor, a cursor or a page seen
+ * twice, a walk past its page ceiling): following it would loop or stop early and be taken for
+ * the end of the feed, which moves a watermark past unread records or marks them removed.
+ */
+export class ApiProtocolError extends FatalError {
+  override readonly name = 'ApiProtocolError';
+  readonly route: string;
+  constructor(route: string, problem: string) {
+    super(`${route} broke the pagination protocol: ${problem}`);
+    this.route = route;
+  }
+}

@@ -1,4 +1,6 @@
-import type { Pagination } from './schema.js';
+import type { Logger } from '../log.js';
+import { ApiProtocolError } from './errors.js';
+import type { Pagination } from './paginationSchema.js';
 
 /** One page of a cursor walk, with the cursor to checkpoint once the page is safely stored. */
 export interface Page<T> {
@@ -12,23 +14,51 @@ export interface Page<T> {
 export type FetchPage<T> = (cursor: string | null, signal: AbortSignal) => Promise<Page<T>>;
 
 /**
- * The cursor after a page, or null at the end. Spec 4.3: has_more false means the end; a page
- * claiming more without a cursor cannot be followed, so it ends the walk too.
+ * The cursor after a page, or null at the end. Spec 4.3: has_more false means the end (a cursor
+ * beside it is ignored). A page claiming more without a cursor is a protocol violation, never an
+ * end: taken as one, it would move the watermark past unread reviews and mark them removed.
  */
-export function continuationOf(pagination: Pagination): string | null {
-  return pagination.has_more ? pagination.next_cursor : null;
+export function continuationOf(pagination: Pagination, route: string): string | null {
+  if (!pagination.has_more) return null;
+  if (pagination.next_cursor === null) {
+    throw new ApiProtocolError(route, 'has_more is true but next_cursor is null');
+  }
+  return pagination.next_cursor;
+}
+
+export interface PaginateOptions<T> {
+  readonly signal?: AbortSignal | undefined;
+  /** Route template named by protocol errors. */
+  readonly route?: string;
+  /** Pages one walk may follow; a runaway feed fails the walk past it. Default: unlimited. */
+  readonly maxPages?: number;
+  /** Identity of an item, to recognise a page served twice; without it, that check is off. */
+  readonly idOf?: (item: T) => unknown;
+  /** Where a protocol violation is logged before it is thrown. */
+  readonly log?: Logger;
 }
 
 /**
  * Walks pages from `startCursor` (null: the first page) to the end, fetching page N+1 while the
  * caller is still handling page N (a one-page lookahead: memory holds at most two pages).
  * Leaving the loop early aborts the lookahead; its failure then goes unobserved, on purpose.
+ *
+ * A feed that lies cannot make the walk loop for ever: a cursor already followed in this walk,
+ * a page identical to the previous one (same first and last item, given `idOf`) and a walk past `maxPages`
+ * each fail it with an ApiProtocolError, thrown before the offending page is handed out.
  */
 export async function* paginate<T>(
   fetchPage: FetchPage<T>,
   startCursor: string | null,
-  signal?: AbortSignal,
+  options: PaginateOptions<T> = {},
 ): AsyncGenerator<Page<T>> {
+  const { signal, route = 'the feed', maxPages = Number.POSITIVE_INFINITY, log } = options;
+  const { idOf } = options;
+  const violation = (problem: string) => {
+    const error = new ApiProtocolError(route, problem);
+    log?.error({ route, err: error }, 'partner API pagination violated the protocol; walk stopped');
+    return error;
+  };
   const lookahead = new AbortController();
   const onAbort = () => lookahead.abort(signal?.reason);
   signal?.addEventListener('abort', onAbort, { once: true });
@@ -37,13 +67,32 @@ export async function* paginate<T>(
     pending.catch(() => {}); // observed when awaited; unobserved if the caller stops first
     return pending;
   };
+  const followed = new Set<string>(startCursor === null ? [] : [startCursor]);
+  let previousEnds: string | undefined;
   try {
     let pending = start(startCursor);
-    for (;;) {
+    for (let pages = 1; ; pages++) {
       const page = await pending;
-      if (page.nextCursor !== null) pending = start(page.nextCursor);
+      const next = page.nextCursor;
+      if (next !== null && followed.has(next)) {
+        throw violation(`next_cursor repeats a cursor already followed in this walk (page ${pages})`);
+      }
+      const ends =
+        idOf === undefined || page.items.length === 0
+          ? undefined
+          : JSON.stringify([idOf(page.items[0]!), idOf(page.items.at(-1)!)]);
+      if (ends !== undefined && ends === previousEnds) {
+        throw violation(`page ${pages} is the same page as the one before it`);
+      }
+      previousEnds = ends;
+      const beyondCeiling = next !== null && pages >= maxPages;
+      if (next !== null && !beyondCeiling) {
+        followed.add(next);
+        pending = start(next);
+      }
       yield page;
-      if (page.nextCursor === null) return;
+      if (beyondCeiling) throw violation(`the walk went past its ceiling of ${maxPages} pages`);
+      if (next === null) return;
     }
   } finally {
     signal?.removeEventListener('abort', onAbort);

@@ -1,73 +1,43 @@
 import { z } from 'zod';
-import type { PartnerApi } from './client.js';
+import type { HttpClient } from './http.js';
+import {
+  REVIEW_CREATED_EVENT,
+  type RegisteredWebhook,
+  registerResponseSchema,
+  type Webhook,
+  webhookListSchema,
+} from './webhooksSchema.js';
 
-/**
- * Webhook registration (spec 4.6) on top of the generic client. The list's shape is "not shown"
- * by the spec: both `{webhooks: [...]}` and a bare array are accepted, extra fields ignored.
- */
+export interface WebhooksApi {
+  /** Registers `url` for review.created; the response is the only time the signing secret is shown. */
+  register(
+    input: { url: string; description?: string | undefined },
+    signal?: AbortSignal,
+  ): Promise<RegisteredWebhook>;
+  list(signal?: AbortSignal): Promise<Webhook[]>;
+  delete(id: string, signal?: AbortSignal): Promise<void>;
+}
 
-// `last_error`'s type is not given by the spec: keep text as is, anything else as its JSON.
-const lastError = z
-  .unknown()
-  .optional()
-  .transform((v) =>
-    v === undefined || v === null || v === '' ? null : typeof v === 'string' ? v : JSON.stringify(v),
-  );
-
-export const webhookSchema = z.object({
-  id: z.union([z.string().min(1), z.number()]).transform(String),
-  url: z.string(),
-  events: z.array(z.string()).optional().default([]),
-  is_active: z.boolean().optional(),
-  created_at: z.string().optional(),
-  description: z.string().nullable().optional(),
-  last_error: lastError,
-});
-export type Webhook = z.infer<typeof webhookSchema>;
-
-export const registeredWebhookSchema = webhookSchema.extend({ signing_secret: z.string().min(1) });
-export type RegisteredWebhook = z.infer<typeof registeredWebhookSchema>;
-
-export const registerResponseSchema = z
-  .union([z.object({ webhook: registeredWebhookSchema }), registeredWebhookSchema])
-  .transform((v) => ('webhook' in v ? v.webhook : v));
-
-export const webhookListSchema = z
-  .union([z.object({ webhooks: z.array(webhookSchema) }), z.array(webhookSchema)])
-  .transform((v) => (Array.isArray(v) ? v : v.webhooks));
-
-export const REVIEW_CREATED_EVENT = 'review.created';
-
-/** Registers `url` for review.created; the response is the only time the signing secret is shown. */
-export function registerWebhook(
-  api: Pick<PartnerApi, 'request'>,
-  input: { url: string; description?: string | undefined },
-  signal?: AbortSignal,
-): Promise<RegisteredWebhook> {
-  return api.request('POST', '/webhook', {
-    body: {
-      url: input.url,
-      events: [REVIEW_CREATED_EVENT],
-      ...(input.description === undefined ? {} : { description: input.description }),
+export function makeWebhooksApi(http: HttpClient): WebhooksApi {
+  return {
+    register: (input, signal) =>
+      http.request('POST', '/webhook', {
+        body: {
+          url: input.url,
+          events: [REVIEW_CREATED_EVENT],
+          ...(input.description === undefined ? {} : { description: input.description }),
+        },
+        schema: registerResponseSchema,
+        signal,
+      }),
+    list: (signal) => http.request('GET', '/webhook', { schema: webhookListSchema, signal }),
+    delete: async (id, signal) => {
+      await http.request('DELETE', '/webhook', {
+        query: { id },
+        route: 'DELETE /webhook?id=:id',
+        schema: z.unknown(),
+        signal,
+      });
     },
-    schema: registerResponseSchema,
-    signal,
-  });
-}
-
-export function listWebhooks(api: Pick<PartnerApi, 'request'>, signal?: AbortSignal): Promise<Webhook[]> {
-  return api.request('GET', '/webhook', { schema: webhookListSchema, signal });
-}
-
-export async function deleteWebhook(
-  api: Pick<PartnerApi, 'request'>,
-  id: string,
-  signal?: AbortSignal,
-): Promise<void> {
-  await api.request('DELETE', '/webhook', {
-    query: { id },
-    route: 'DELETE /webhook?id=:id',
-    schema: z.unknown(),
-    signal,
-  });
+  };
 }

@@ -1,5 +1,5 @@
 import type { StoredProfessional } from '../mirror/directorySql.js';
-import type { ProfessionalListItem } from '../partner-api/schema.js';
+import type { ProfessionalListItem } from '../partner-api/professionalsSchema.js';
 
 /** Single reads older than this are refreshed, so a move to another location shows within a day. */
 export const DETAIL_MAX_AGE_MS = 24 * 60 * 60 * 1000;

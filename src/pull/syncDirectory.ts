@@ -8,7 +8,7 @@ import {
   upsertProfessionals,
 } from '../mirror/directorySql.js';
 import { ApiRequestError } from '../partner-api/errors.js';
-import type { Professional, ProfessionalListItem } from '../partner-api/schema.js';
+import type { Professional, ProfessionalListItem } from '../partner-api/professionalsSchema.js';
 import { addCount, type PullContext, type RunCounts } from './context.js';
 import { mapBounded } from './mapBounded.js';
 import { needsDetail } from './professionalDetail.js';
@@ -31,13 +31,13 @@ export async function syncLocations(
   const { db, api } = ctx;
   const startedAt = await readDatabaseNow(db.knex);
   for (const active of BOTH) {
-    for await (const page of api.locationPages(active, null, signal)) {
+    for await (const page of api.locations.pages(active, null, signal)) {
       addCount(counts, 'pages');
       addCount(counts, 'fetched', await upsertLocations(db.knex, db, page.items));
     }
   }
   await confirmUnlisted(ctx, 'locations', startedAt, counts, {
-    read: (slug) => ctx.api.getLocation(slug, signal),
+    read: (slug) => ctx.api.locations.get(slug, signal),
     store: (found) => upsertLocations(db.knex, db, found),
   });
   addCount(counts, 'removed', await markRemovedDirectory(db.knex, db, 'locations', startedAt));
@@ -58,7 +58,7 @@ export async function syncProfessionals(
   const { db, api, log } = ctx;
   const startedAt = await readDatabaseNow(db.knex);
   for (const active of BOTH) {
-    for await (const page of api.professionalPages(active, null, signal)) {
+    for await (const page of api.professionals.pages(active, null, signal)) {
       const stored = await readStoredProfessionals(
         db.knex,
         db,
@@ -89,7 +89,7 @@ export async function syncProfessionals(
     }
   }
   await confirmUnlisted(ctx, 'professionals', startedAt, counts, {
-    read: (slug) => ctx.api.getProfessional(slug, signal),
+    read: (slug) => ctx.api.professionals.get(slug, signal),
     store: (found) =>
       upsertProfessionals(
         db.knex,
@@ -107,7 +107,7 @@ async function readDetail(
   item: ProfessionalListItem,
   signal?: AbortSignal,
 ): Promise<Professional | undefined> {
-  return readIfSame(item.id, () => ctx.api.getProfessional(item.slug, signal));
+  return readIfSame(item.id, () => ctx.api.professionals.get(item.slug, signal));
 }
 
 async function readIfSame<T extends { id: string | number }>(

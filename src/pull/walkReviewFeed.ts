@@ -35,7 +35,7 @@ export async function walkReviewFeed(
   for (;;) {
     let pagesThisTry = 0;
     try {
-      for await (const page of api.reviewPages(walk.plan.since, cursor, signal)) {
+      for await (const page of api.reviews.pages(walk.plan.since, cursor, signal)) {
         pagesThisTry++;
         newest = newestCreatedAt(newest, page.items);
         const rows = page.items.map((r) => toReviewRow(r, page.receivedAt));

@@ -1,7 +1,7 @@
 import type { Db } from '../db/connect.js';
 import type { Logger } from '../log.js';
 import type { PartnerApi } from '../partner-api/client.js';
-import { deleteWebhook, listWebhooks, registerWebhook, type Webhook } from '../partner-api/webhooks.js';
+import type { Webhook } from '../partner-api/webhooksSchema.js';
 import type { SigningSecrets } from './secrets.js';
 import {
   listStoredWebhooks,
@@ -44,7 +44,7 @@ export function planEnsure(
 }
 
 export interface EnsureDeps {
-  readonly api: Pick<PartnerApi, 'request'>;
+  readonly api: Pick<PartnerApi, 'webhooks'>;
   readonly db: Db;
   readonly secrets: SigningSecrets;
   readonly log: Logger;
@@ -58,19 +58,19 @@ export async function ensureRegistration(
   signal?: AbortSignal,
 ): Promise<EnsurePlan> {
   const { api, db, log } = deps;
-  const listed = await listWebhooks(api, signal);
+  const listed = await api.webhooks.list(signal);
   await recordListedWebhooks(db.knex, db, listed);
   const stored = new Set(
     (await listStoredWebhooks(db.knex, db)).filter((w) => w.signing_secret !== null).map((w) => w.id),
   );
   const plan = planEnsure(listed, url, stored, deps.haveConfiguredSecrets);
   if (plan.register) {
-    const created = await registerWebhook(api, { url, description: 'review-mirror' }, signal);
+    const created = await api.webhooks.register({ url, description: 'review-mirror' }, signal);
     await saveRegistration(db.knex, db, created);
     log.info({ webhookId: created.id }, 'webhook registered for WEBHOOK_PUBLIC_URL');
   }
   for (const id of plan.remove) {
-    await deleteWebhook(api, id, signal);
+    await api.webhooks.delete(id, signal);
     await markWebhookDeleted(db.knex, db, id);
     log.info({ webhookId: id }, 'duplicate webhook for WEBHOOK_PUBLIC_URL deleted');
   }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { reviewSchema } from '../partner-api/schema.js';
+import { reviewSchema } from '../partner-api/reviewsSchema.js';
 
 /**
  * The body of a delivery (spec 6.2). Strict about what we store, lenient about extra fields, like

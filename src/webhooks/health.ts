@@ -2,7 +2,7 @@ import type { Db } from '../db/connect.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { PartnerApi } from '../partner-api/client.js';
-import { listWebhooks, type Webhook } from '../partner-api/webhooks.js';
+import type { Webhook } from '../partner-api/webhooksSchema.js';
 import type { SigningSecrets } from './secrets.js';
 import { listStoredWebhooks, readWebhookMissRate, recordListedWebhooks } from './webhooksSql.js';
 
@@ -27,7 +27,7 @@ export function countStates(
 }
 
 export interface HealthCheckDeps {
-  readonly api: Pick<PartnerApi, 'request'>;
+  readonly api: Pick<PartnerApi, 'webhooks'>;
   readonly db: Db;
   readonly secrets: SigningSecrets;
   readonly log: Logger;
@@ -41,7 +41,7 @@ export interface HealthCheckDeps {
 export async function checkWebhookHealth(deps: HealthCheckDeps, signal?: AbortSignal): Promise<Webhook[]> {
   const { db, log, metrics } = deps;
   const before = new Map((await listStoredWebhooks(db.knex, db)).map((w) => [w.id, w.last_error]));
-  const listed = await listWebhooks(deps.api, signal);
+  const listed = await deps.api.webhooks.list(signal);
   await recordListedWebhooks(db.knex, db, listed);
   await deps.secrets.refresh(db);
   for (const w of listed) {

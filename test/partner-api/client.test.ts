@@ -9,7 +9,7 @@ import {
   ApiUnavailableError,
 } from '../../src/partner-api/errors.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
-import { testApi } from '../pull/helpers.js';
+import { testApi, testHttp } from '../pull/helpers.js';
 
 describe('partner API client against the sandbox', () => {
   let sandbox: TestSandbox;
@@ -27,7 +27,7 @@ describe('partner API client against the sandbox', () => {
   it('walks the feed page by page with the key, newest first', async () => {
     const ids: string[] = [];
     let pages = 0;
-    for await (const page of api.reviewPages(null, null)) {
+    for await (const page of api.reviews.pages(null, null)) {
       pages++;
       ids.push(...page.items.map((r) => r.id));
     }
@@ -41,7 +41,7 @@ describe('partner API client against the sandbox', () => {
     await sandbox.control.reset();
     const wrong = testApi({ url: sandbox.url, apiKey: 'rm_wrong_key_123456' });
     try {
-      const error = await wrong.reviewPage({ since: null, cursor: null }).catch((e: unknown) => e);
+      const error = await wrong.reviews.page({ since: null, cursor: null }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ApiAuthError);
       expect(error).toBeInstanceOf(FatalError);
       expect((error as Error).message).toBe(
@@ -59,7 +59,7 @@ describe('partner API client against the sandbox', () => {
     const inactive = testApi({ url: sandbox.url, apiKey: api_key });
     try {
       await sandbox.control.deactivateKey(api_key);
-      await expect(inactive.reviewPage({ since: null, cursor: null })).rejects.toThrow(
+      await expect(inactive.reviews.page({ since: null, cursor: null })).rejects.toThrow(
         'the API key is missing, invalid or inactive (GET /reviews answered 403)',
       );
     } finally {
@@ -68,11 +68,13 @@ describe('partner API client against the sandbox', () => {
   });
 
   it("surfaces the platform's error text for 404 and 422", async () => {
-    const missing = await api.getProfessional('no-such-slug').catch((e: unknown) => e);
+    const missing = await api.professionals.get('no-such-slug').catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(ApiRequestError);
     expect((missing as ApiRequestError).status).toBe(404);
     expect((missing as Error).message).toBe('GET /professionals/:slug answered 404: Professional not found');
-    const badCursor = await api.reviewPage({ since: null, cursor: 'not-a-cursor' }).catch((e: unknown) => e);
+    const badCursor = await api.reviews
+      .page({ since: null, cursor: 'not-a-cursor' })
+      .catch((e: unknown) => e);
     expect((badCursor as Error).message).toBe('GET /reviews answered 422: invalid cursor');
   });
 
@@ -83,7 +85,7 @@ describe('partner API client against the sandbox', () => {
       // Every request fails until the faults are lifted shortly after the first retry.
       await sandbox.control.setFaults({ partner: { [fault]: 1, retryAfterSeconds: 1, routes: [route] } });
       const started = Date.now();
-      const pending = api.reviewPage({ since: null, cursor: null });
+      const pending = api.reviews.page({ since: null, cursor: null });
       await waitForRequest(sandbox, fault === 'hang' ? 'hang' : undefined);
       await sandbox.control.setFaults({});
       const page = await pending;
@@ -105,7 +107,7 @@ describe('partner API client against the sandbox', () => {
       retry: { maxRetries: 2, budgetMs: 10_000, baseDelayMs: 1, maxDelayMs: 5 },
     });
     try {
-      const error = await limited.reviewPage({ since: null, cursor: null }).catch((e: unknown) => e);
+      const error = await limited.reviews.page({ since: null, cursor: null }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ApiUnavailableError);
       expect(error).toBeInstanceOf(RetryableError);
       expect((error as Error).message).toBe('GET /reviews answered 500 (gave up after 2 retries)');
@@ -118,7 +120,11 @@ describe('partner API client against the sandbox', () => {
   it('rejects a body that breaks the contract, naming the route and the first offending field', async () => {
     await sandbox.control.submitReviews(sandbox.companyId, [{ rating: 4.5 }]);
     const strict = z.object({ reviews: z.array(z.object({ rating: z.string() })) });
-    const error = await api.request('GET', '/reviews', { schema: strict }).catch((e: unknown) => e);
+    const http = testHttp(sandbox);
+    const error = await http
+      .request('GET', '/reviews', { schema: strict })
+      .catch((e: unknown) => e)
+      .finally(() => http.close());
     expect(error).toBeInstanceOf(ApiSchemaError);
     expect((error as ApiSchemaError).field).toBe('reviews[0].rating');
     expect((error as Error).message).toMatch(

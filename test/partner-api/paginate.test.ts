@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { formatPath, platformErrorText } from '../../src/partner-api/client.js';
-import { continuationOf, type Page, paginate } from '../../src/partner-api/paginate.js';
+import { FatalError } from '../../src/errors.js';
+import type { Logger } from '../../src/log.js';
+import { ApiProtocolError } from '../../src/partner-api/errors.js';
+import { formatPath, platformErrorText } from '../../src/partner-api/http.js';
+import {
+  continuationOf,
+  type FetchPage,
+  type Page,
+  type PaginateOptions,
+  paginate,
+} from '../../src/partner-api/paginate.js';
 
 /** An in-memory feed of `n` items in pages of `size`; the cursor is the next index. */
 function feed(n: number, size: number) {
@@ -18,9 +27,106 @@ function feed(n: number, size: number) {
 
 describe('continuationOf', () => {
   it('follows next_cursor only while has_more', () => {
-    expect(continuationOf({ count: 1, has_more: true, next_cursor: 'c' })).toBe('c');
-    expect(continuationOf({ count: 1, has_more: false, next_cursor: 'c' })).toBeNull();
-    expect(continuationOf({ count: 1, has_more: true, next_cursor: null })).toBeNull();
+    expect(continuationOf({ count: 1, has_more: true, next_cursor: 'c' }, 'GET /reviews')).toBe('c');
+    expect(continuationOf({ count: 1, has_more: false, next_cursor: 'c' }, 'GET /reviews')).toBeNull();
+    expect(continuationOf({ count: 0, has_more: false, next_cursor: null }, 'GET /reviews')).toBeNull();
+  });
+
+  it('refuses more pages without a cursor: a protocol violation, never the end of the feed', () => {
+    const lie = () => continuationOf({ count: 1, has_more: true, next_cursor: null }, 'GET /reviews');
+    expect(lie).toThrow(ApiProtocolError);
+    expect(lie).toThrow(FatalError);
+    expect(lie).toThrow(
+      'GET /reviews broke the pagination protocol: has_more is true but next_cursor is null',
+    );
+  });
+});
+
+/** A fetcher serving fixed pages by cursor (null: the first), recording what it was asked. */
+function scripted(pages: Record<string, { items: number[]; next: string | null }>) {
+  const asked: (string | null)[] = [];
+  const fetchPage = async (cursor: string | null): Promise<Page<number>> => {
+    asked.push(cursor);
+    const page = pages[cursor ?? 'first'];
+    if (page === undefined) throw new Error(`no page for ${cursor}`);
+    return { items: page.items, nextCursor: page.next, receivedAt: new Date() };
+  };
+  return { asked, fetchPage };
+}
+
+async function walk(fetchPage: FetchPage<number>, options: PaginateOptions<number> = {}) {
+  const seen: number[][] = [];
+  const error = await (async () => {
+    for await (const page of paginate(fetchPage, null, { route: 'GET /reviews', ...options }))
+      seen.push(page.items);
+  })().catch((e: unknown) => e);
+  return { seen, error };
+}
+
+describe('paginate against a feed that lies', () => {
+  it('stops at a cursor it already followed, before handing out the page that leads back', async () => {
+    const { asked, fetchPage } = scripted({
+      first: { items: [1, 2], next: 'a' },
+      a: { items: [3, 4], next: 'b' },
+      b: { items: [5, 6], next: 'a' },
+    });
+    const { seen, error } = await walk(fetchPage);
+    expect(error).toBeInstanceOf(ApiProtocolError);
+    expect((error as Error).message).toBe(
+      'GET /reviews broke the pagination protocol: next_cursor repeats a cursor already followed in this walk (page 3)',
+    );
+    expect(seen).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
+    expect(asked).toEqual([null, 'a', 'b']);
+  });
+
+  it('stops at a cursor that points at itself, and at the start cursor coming back', async () => {
+    const self = scripted({ first: { items: [1], next: 'x' }, x: { items: [2], next: 'x' } });
+    expect((await walk(self.fetchPage)).error).toBeInstanceOf(ApiProtocolError);
+    const back = scripted({ s: { items: [1], next: 't' }, t: { items: [2], next: 's' } });
+    const seen: number[][] = [];
+    await expect(async () => {
+      for await (const page of paginate(back.fetchPage, 's')) seen.push(page.items);
+    }).rejects.toThrow(/next_cursor repeats a cursor already followed/);
+    expect(seen).toEqual([[1]]);
+  });
+
+  it('stops at a page identical to the one before it, even under a fresh cursor', async () => {
+    let n = 0;
+    const fetchPage = async (): Promise<Page<number>> => ({
+      items: [7, 8, 9],
+      nextCursor: `fresh-${n++}`,
+      receivedAt: new Date(),
+    });
+    const { seen, error } = await walk(fetchPage, { idOf: (n) => n });
+    expect((error as Error).message).toBe(
+      'GET /reviews broke the pagination protocol: page 2 is the same page as the one before it',
+    );
+    expect(seen).toEqual([[7, 8, 9]]);
+  });
+
+  it('fails a walk past its page ceiling, after the pages within it, and logs why', async () => {
+    let n = 0;
+    const fetchPage = async (): Promise<Page<number>> => {
+      n++;
+      return { items: [n], nextCursor: `c${n}`, receivedAt: new Date() };
+    };
+    const logged: string[] = [];
+    const log = { error: (_: unknown, msg: string) => logged.push(msg) } as unknown as Logger;
+    const { seen, error } = await walk(fetchPage, { maxPages: 5, log });
+    expect((error as Error).message).toBe(
+      'GET /reviews broke the pagination protocol: the walk went past its ceiling of 5 pages',
+    );
+    expect(seen).toEqual([[1], [2], [3], [4], [5]]);
+    expect(n).toBe(5); // no request beyond the ceiling
+    expect(logged).toEqual(['partner API pagination violated the protocol; walk stopped']);
+  });
+
+  it('ends at has_more false even beside a cursor (spec rule 2), and walks exactly to the ceiling', async () => {
+    const { fetchPage } = scripted({ first: { items: [1], next: 'a' }, a: { items: [2], next: null } });
+    expect(await walk(fetchPage, { maxPages: 2 })).toEqual({ seen: [[1], [2]], error: undefined });
   });
 });
 

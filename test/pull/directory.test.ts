@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { Db } from '../../src/db/connect.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
-import { locationSchema, professionalSchema } from '../../src/partner-api/schema.js';
+import { locationSchema } from '../../src/partner-api/locationsSchema.js';
+import { professionalSchema } from '../../src/partner-api/professionalsSchema.js';
 import type { RunCounts } from '../../src/pull/context.js';
 import { runJob } from '../../src/pull/runJob.js';
 import {
@@ -14,7 +15,7 @@ import {
 import { freshDb } from '../helpers/db.js';
 import { quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
-import { pullContext, testApi } from './helpers.js';
+import { pullContext, testApi, testHttp } from './helpers.js';
 
 describe('locations and professionals', () => {
   let sandbox: TestSandbox;
@@ -30,9 +31,10 @@ describe('locations and professionals', () => {
       { name: 'Harbour', city: 'Cork' },
       { name: 'Old Branch', active: false },
     ];
+    const http = testHttp(sandbox);
     const ids: number[] = [];
     for (const body of locations) {
-      ids.push((await api.request('POST', '/locations', { body, schema: locationSchema })).id);
+      ids.push((await http.request('POST', '/locations', { body, schema: locationSchema })).id);
     }
     const professionals = [
       { first_name: 'Ana', last_name: 'Núñez', location_id: ids[0] },
@@ -42,11 +44,12 @@ describe('locations and professionals', () => {
       { first_name: 'Eve', last_name: 'Smith', active: false },
     ];
     for (const [i, body] of professionals.entries()) {
-      await api.request('POST', '/professionals', {
+      await http.request('POST', '/professionals', {
         body: { ...body, email: `pro${i}@example.com` },
         schema: professionalSchema,
       });
     }
+    await http.close();
   });
   afterAll(async () => {
     await api?.close();
@@ -141,13 +144,15 @@ describe('locations and professionals', () => {
     await syncBoth(); // the inactive "Old Branch" and "Dev Patel" are mirrored as inactive
     const flipped = (kind: 'locations' | 'professionals', slug: string): PartnerApi => {
       // Between the active and the inactive listing, the record turns active: it is in neither.
-      const pagesOf = kind === 'locations' ? 'locationPages' : 'professionalPages';
       return {
         ...api,
-        [pagesOf]: async function* (active: boolean, cursor: string | null, signal?: AbortSignal) {
-          if (!active && cursor === null)
-            await sandbox.control.setDirectoryActive(sandbox.companyId, kind, slug, true);
-          yield* api[pagesOf](active, cursor, signal);
+        [kind]: {
+          ...api[kind],
+          pages: async function* (active: boolean, cursor: string | null, signal?: AbortSignal) {
+            if (!active && cursor === null)
+              await sandbox.control.setDirectoryActive(sandbox.companyId, kind, slug, true);
+            yield* api[kind].pages(active, cursor, signal);
+          },
         },
       } as PartnerApi;
     };

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/schema.js';
 import type { Db } from '../../src/db/connect.js';
 import { makeMetrics } from '../../src/metrics.js';
-import { makePartnerApi, type PartnerApi } from '../../src/partner-api/client.js';
+import { makePartnerApi, type PartnerApi, partnerApiOptions } from '../../src/partner-api/client.js';
 import { schedulePullJobs } from '../../src/pull/schedule.js';
 import { Scheduler } from '../../src/scheduler.js';
 import { formatStatus, readStatus } from '../../src/status/report.js';
@@ -29,7 +29,7 @@ describe('scheduled pull jobs', () => {
       SYNC_DIRECTORY_CRON: 'off',
       SYNC_RECONCILE_CRON: 'off',
     });
-    api = makePartnerApi(config, quietLog, metrics);
+    api = makePartnerApi(partnerApiOptions(config, quietLog, metrics));
     schedulePullJobs({ db, api, log: quietLog, metrics, config, scheduler });
   });
   afterAll(async () => {

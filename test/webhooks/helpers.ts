@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Review } from '../../src/partner-api/schema.js';
+import type { Review } from '../../src/partner-api/reviewsSchema.js';
 import { deliveryHeaders } from '../../src/webhooks/signature.js';
 
 /** A valid review of the platform's shape. */

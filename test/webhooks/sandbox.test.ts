@@ -3,8 +3,7 @@ import { parseConfig } from '../../src/config/schema.js';
 import type { Db } from '../../src/db/connect.js';
 import { makeLogger, SecretScrubber } from '../../src/log.js';
 import { makeMetrics } from '../../src/metrics.js';
-import { makePartnerApi, type PartnerApi } from '../../src/partner-api/client.js';
-import { deleteWebhook, listWebhooks, registerWebhook } from '../../src/partner-api/webhooks.js';
+import { makePartnerApi, type PartnerApi, partnerApiOptions } from '../../src/partner-api/client.js';
 import { syncReviews } from '../../src/pull/syncReviews.js';
 import type { SandboxControl } from '../../src/sandbox/controlClient.js';
 import { Scheduler } from '../../src/scheduler.js';
@@ -39,7 +38,7 @@ describe('webhook receiver with the sandbox delivering', () => {
       HTTP_PORT: '0',
       WEBHOOK_HEALTH_CRON: 'off',
     });
-    api = makePartnerApi(config, log);
+    api = makePartnerApi(partnerApiOptions(config, log));
     scheduler = new Scheduler(log, metrics);
     receiver = await startWebhookReceiver({ config, log, scrubber, db, metrics, scheduler, api });
   });
@@ -59,13 +58,13 @@ describe('webhook receiver with the sandbox delivering', () => {
   };
   /** Registers like `webhooks register` does: the secret goes to the database. */
   const register = async (url: string, options: { reload?: boolean } = {}) => {
-    const webhook = await registerWebhook(api, { url, description: 'test' });
+    const webhook = await api.webhooks.register({ url, description: 'test' });
     await saveRegistration(db.knex, db, webhook);
     if (options.reload !== false) await receiver.secrets.refresh(db);
     return webhook;
   };
   const unregister = async (id: string) => {
-    await deleteWebhook(api, id);
+    await api.webhooks.delete(id);
     await markWebhookDeleted(db.knex, db, id);
   };
 
@@ -172,7 +171,7 @@ describe('webhook receiver with the sandbox delivering', () => {
     // Nothing of the dropped delivery reached the table: the poll is what fills this gap.
     expect((await storedIds()).has(review!.id)).toBe(false);
     await unregister(broken.id);
-    expect((await listWebhooks(api)).map((w) => w.id)).not.toContain(broken.id);
+    expect((await api.webhooks.list()).map((w) => w.id)).not.toContain(broken.id);
   });
   it('leaves the poll as the source of truth: it confirms webhook rows and fills in dropped ones', async () => {
     const visible = await control.visibleReviews(sandbox.companyId);

@@ -1,0 +1,259 @@
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Pool } from 'undici';
+import { z } from 'zod';
+import { type Logger, SecretScrubber } from '../log.js';
+import { ApiAuthError, ApiRequestError, ApiSchemaError, ApiUnavailableError } from './errors.js';
+import {
+  type FailureReason,
+  isRetryableStatus,
+  nextRetryDelayMs,
+  parseRetryAfter,
+  type RetryPolicy,
+} from './retryPolicy.js';
+
+/**
+ * The transport to the platform: one connection pool, the API key, timeouts, retries and the
+ * error taxonomy. It knows no endpoint; the resource modules beside it do.
+ */
+
+/** Every path of the platform starts here (spec, introduction). */
+export const API_PREFIX = '/api/v1/partner';
+
+/** The counters the client feeds; optional so a one-shot CLI run needs no registry. */
+export interface ApiMetrics {
+  readonly apiRequests: { inc(labels: { route: string; status: string }): void };
+  readonly apiRetries: { inc(labels: { reason: string }): void };
+}
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+export type QueryValue = string | number | boolean | null | undefined;
+
+export interface RequestOptions<S extends z.ZodType> {
+  /** Query parameters; null and undefined ones are left out. */
+  readonly query?: Readonly<Record<string, QueryValue>>;
+  /** Sent as JSON. */
+  readonly body?: unknown;
+  /** Validates the success body; an empty body is validated as `undefined`. */
+  readonly schema: S;
+  readonly signal?: AbortSignal | undefined;
+  /** Route template for logs, errors and metrics (`GET /professionals/:slug`); default `METHOD path`. */
+  readonly route?: string;
+  /**
+   * Whether a server error or a lost response may be retried. Default: every method but POST.
+   * A non-idempotent request is still retried on 429 and on failures to connect: both mean
+   * the platform never acted on it.
+   */
+  readonly idempotent?: boolean;
+}
+
+export interface HttpClientOptions {
+  readonly url: string;
+  readonly key: string;
+  readonly connectTimeoutMs: number;
+  /** Whole request, headers and body; 0 disables it. */
+  readonly requestTimeoutMs: number;
+  readonly retry: RetryPolicy;
+  readonly log: Logger;
+  readonly metrics?: ApiMetrics | undefined;
+  /** Jitter source; tests make it deterministic. */
+  readonly random?: () => number;
+}
+
+export interface HttpClient {
+  /** One request with retries, returning the validated body. */
+  request<S extends z.ZodType>(
+    method: HttpMethod,
+    path: string,
+    options: RequestOptions<S>,
+  ): Promise<z.output<S>>;
+  readonly log: Logger;
+  close(): Promise<void>;
+}
+
+/** Why an attempt failed and whether retrying it is allowed; thrown inside the retry loop only. */
+class AttemptFailure extends Error {
+  constructor(
+    readonly reason: FailureReason,
+    readonly retryable: boolean,
+    readonly error: ApiUnavailableError,
+    readonly retryAfterMs?: number,
+  ) {
+    super(error.message);
+  }
+}
+
+const TIMEOUT_ERRORS = ['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'];
+// Errors raised before the request left this machine: safe to retry whatever the method.
+const CONNECT_ERRORS = ['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH'];
+
+/**
+ * The key in every form a platform may echo it back in (as sent, URL-encoded, JSON-escaped).
+ * A platform quoting our key in an error body must not put it in an error, a log line, a stored
+ * `last_error` or `sync_runs.error`: scrubbing the text on arrival covers every one of them.
+ */
+export function keyScrubber(key: string): SecretScrubber {
+  return new SecretScrubber([key, encodeURIComponent(key), JSON.stringify(key).slice(1, -1)]);
+}
+
+export function makeHttpClient(options: HttpClientOptions): HttpClient {
+  const { log, metrics, retry, requestTimeoutMs } = options;
+  const random = options.random ?? Math.random;
+  const apiKey = options.key;
+  const scrubber = keyScrubber(apiKey);
+  const base = new URL(options.url);
+  const basePath = base.pathname.replace(/\/+$/, '') + API_PREFIX;
+  const pool = new Pool(base.origin, {
+    connect: { timeout: options.connectTimeoutMs },
+    connections: 16,
+    keepAliveTimeout: 30_000,
+    headersTimeout: requestTimeoutMs,
+    bodyTimeout: requestTimeoutMs,
+  });
+
+  const pathWithQuery = (path: string, query: RequestOptions<z.ZodType>['query']): string => {
+    const params = new URLSearchParams();
+    for (const [name, value] of Object.entries(query ?? {})) {
+      if (value !== undefined && value !== null) params.set(name, String(value));
+    }
+    const search = params.toString();
+    return `${basePath}${path}${search === '' ? '' : `?${search}`}`;
+  };
+
+  async function attempt<S extends z.ZodType>(
+    method: HttpMethod,
+    fullPath: string,
+    route: string,
+    req: RequestOptions<S>,
+    idempotent: boolean,
+  ): Promise<z.output<S>> {
+    const timeout = requestTimeoutMs > 0 ? AbortSignal.timeout(requestTimeoutMs) : undefined;
+    const signals = [req.signal, timeout].filter((s): s is AbortSignal => s !== undefined);
+    const signal = signals.length > 0 ? AbortSignal.any(signals) : undefined;
+    let status: number;
+    let text: string;
+    let headers: Record<string, string | string[] | undefined>;
+    try {
+      const res = await pool.request({
+        method,
+        path: fullPath,
+        headers: {
+          'x-api-key': apiKey,
+          accept: 'application/json',
+          ...(req.body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        body: req.body === undefined ? undefined : JSON.stringify(req.body),
+        signal,
+      });
+      status = res.statusCode;
+      headers = res.headers;
+      text = scrubber.scrub(await res.body.text());
+    } catch (cause) {
+      if (req.signal?.aborted) throw req.signal.reason ?? cause;
+      const code = (cause as { code?: string }).code ?? '';
+      const timedOut = timeout?.aborted === true || TIMEOUT_ERRORS.includes(code);
+      const reason: FailureReason = timedOut ? 'timeout' : 'network';
+      metrics?.apiRequests.inc({ route, status: reason });
+      const what = timedOut ? 'timed out' : `failed (${code || scrubber.scrub((cause as Error).message)})`;
+      const error = new ApiUnavailableError(`${route} ${what}`, { route, cause });
+      throw new AttemptFailure(reason, idempotent || CONNECT_ERRORS.includes(code), error);
+    }
+    metrics?.apiRequests.inc({ route, status: String(status) });
+
+    if (status === 401 || status === 403) throw new ApiAuthError({ route, status });
+    if (isRetryableStatus(status)) {
+      const reason: FailureReason = status === 429 ? 'rate_limited' : 'server_error';
+      const error = new ApiUnavailableError(`${route} answered ${status}`, { route, status });
+      const retryAfterMs = parseRetryAfter(headers['retry-after'], Date.now());
+      throw new AttemptFailure(reason, idempotent || status === 429, error, retryAfterMs);
+    }
+    if (status < 200 || status > 299) throw new ApiRequestError(platformErrorText(text), { route, status });
+
+    let body: unknown;
+    if (text.trim() !== '') {
+      try {
+        body = JSON.parse(text);
+      } catch (cause) {
+        // A body cut short in transit: the next attempt will most likely arrive whole.
+        const error = new ApiUnavailableError(`${route} returned a body that is not JSON (truncated?)`, {
+          route,
+          status,
+          cause,
+        });
+        throw new AttemptFailure('malformed_body', idempotent, error);
+      }
+    }
+    const parsed = req.schema.safeParse(body);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      throw new ApiSchemaError(formatPath(issue.path), issue.message, { route, status, cause: parsed.error });
+    }
+    return parsed.data;
+  }
+
+  async function request<S extends z.ZodType>(
+    method: HttpMethod,
+    path: string,
+    reqOptions: RequestOptions<S>,
+  ): Promise<z.output<S>> {
+    const route = reqOptions.route ?? `${method} ${path}`;
+    const idempotent = reqOptions.idempotent ?? method !== 'POST';
+    const fullPath = pathWithQuery(path, reqOptions.query);
+    const startedAt = performance.now();
+    for (let retries = 0; ; retries++) {
+      try {
+        return await attempt(method, fullPath, route, reqOptions, idempotent);
+      } catch (error) {
+        if (!(error instanceof AttemptFailure)) throw error;
+        const delayMs = error.retryable
+          ? nextRetryDelayMs(
+              {
+                retriesSoFar: retries,
+                elapsedMs: performance.now() - startedAt,
+                retryAfterMs: error.retryAfterMs,
+              },
+              retry,
+              random,
+            )
+          : undefined;
+        if (delayMs === undefined) {
+          if (retries > 0) error.error.message += ` (gave up after ${retries} retries)`;
+          throw error.error;
+        }
+        metrics?.apiRetries.inc({ reason: error.reason });
+        log.warn(
+          { route, reason: error.reason, status: error.error.status, retry: retries + 1, delayMs },
+          'partner API request failed; retrying',
+        );
+        await sleep(delayMs, undefined, { signal: reqOptions.signal });
+      }
+    }
+  }
+
+  return { request, log, close: () => pool.close() };
+}
+
+/** `reviews[3].rating` from zod's path. */
+export function formatPath(path: ReadonlyArray<PropertyKey>): string {
+  if (path.length === 0) return '(body)';
+  return path
+    .map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`))
+    .join('');
+}
+
+/** Error bodies (spec 7): the structure of `error` is not specified, so anything is accepted. */
+const errorBodySchema = z.object({ error: z.unknown() }).partial();
+
+/** The platform's `error` field (spec 7: structure not specified), else a short excerpt of the body. */
+export function platformErrorText(text: string): string {
+  try {
+    const parsed = errorBodySchema.safeParse(JSON.parse(text));
+    const error = parsed.success ? parsed.data.error : undefined;
+    if (typeof error === 'string' && error !== '') return error;
+    if (error !== undefined && error !== null) return JSON.stringify(error).slice(0, 300);
+  } catch {
+    // not JSON: fall through to the raw excerpt
+  }
+  const excerpt = text.trim().replace(/\s+/g, ' ').slice(0, 200);
+  return excerpt === '' ? '(no error text)' : excerpt;
+}

@@ -1,0 +1,33 @@
+import { z } from 'zod';
+import { paginationSchema } from './paginationSchema.js';
+import { isoTimestamp } from './timestampSchema.js';
+
+// Address lines are strings per spec 2.2, but an unset line may reasonably come back null or absent.
+const addressLine = z
+  .string()
+  .nullish()
+  .transform((v) => v ?? null);
+
+/** A location (spec 2.2); extra fields are ignored. */
+export const locationSchema = z.object({
+  id: z.number().int(),
+  slug: z.string().min(1),
+  name: z.string(),
+  active: z.boolean(),
+  address: z.object({
+    line1: addressLine,
+    line2: addressLine,
+    city: addressLine,
+    state: addressLine,
+    zip: addressLine,
+  }),
+  profile_url: z.string().min(1),
+  default_survey_url: z.string().min(1).nullable(),
+  created_at: isoTimestamp,
+});
+export type Location = z.infer<typeof locationSchema>;
+
+export const locationPageSchema = z.object({
+  locations: z.array(locationSchema),
+  pagination: paginationSchema,
+});

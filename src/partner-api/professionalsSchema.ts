@@ -1,0 +1,26 @@
+import { z } from 'zod';
+import { paginationSchema } from './paginationSchema.js';
+import { isoTimestamp } from './timestampSchema.js';
+
+/** A professional as listed: spec 2.3 without `location_id`, which only the single read carries. */
+export const professionalListItemSchema = z.object({
+  id: z.uuid(),
+  slug: z.string().min(1),
+  first_name: z.string(),
+  last_name: z.string(),
+  active: z.boolean(),
+  profile_url: z.string().min(1),
+  default_survey_url: z.string().min(1).nullable(),
+  created_at: isoTimestamp,
+});
+export type ProfessionalListItem = z.infer<typeof professionalListItemSchema>;
+
+export const professionalSchema = professionalListItemSchema.extend({
+  location_id: z.number().int().nullable(),
+});
+export type Professional = z.infer<typeof professionalSchema>;
+
+export const professionalPageSchema = z.object({
+  professionals: z.array(professionalListItemSchema),
+  pagination: paginationSchema,
+});

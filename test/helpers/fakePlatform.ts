@@ -1,0 +1,49 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface FakeRequest {
+  readonly method: string;
+  /** The path after `/api/v1/partner`, e.g. `/reviews`. */
+  readonly path: string;
+  readonly query: URLSearchParams;
+}
+
+export interface FakeAnswer {
+  readonly status: number;
+  /** Sent as is when a string (to serve broken bodies), else as JSON. */
+  readonly body: unknown;
+}
+
+export interface FakePlatform {
+  readonly url: string;
+  /** Requests answered so far. */
+  readonly requests: () => number;
+  close(): Promise<void>;
+}
+
+/**
+ * A platform that answers whatever `answer` says, over real HTTP: for the misbehaviours the
+ * sandbox does not emulate (a body echoing the key, pagination that lies).
+ */
+export async function startFakePlatform(answer: (req: FakeRequest) => FakeAnswer): Promise<FakePlatform> {
+  let requests = 0;
+  const server = createServer((req, res) => {
+    requests++;
+    const url = new URL(req.url ?? '/', 'http://fake');
+    const path = url.pathname.replace(/^\/api\/v1\/partner/, '');
+    const { status, body } = answer({ method: req.method ?? 'GET', path, query: url.searchParams });
+    const text = typeof body === 'string' ? body : JSON.stringify(body);
+    res.writeHead(status, { 'content-type': 'application/json' }).end(text);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests: () => requests,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

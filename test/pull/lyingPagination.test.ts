@@ -1,0 +1,167 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Db } from '../../src/db/connect.js';
+import type { PartnerApi } from '../../src/partner-api/client.js';
+import { ApiProtocolError } from '../../src/partner-api/errors.js';
+import type { Review } from '../../src/partner-api/reviewsSchema.js';
+import { RECONCILE_JOB, reconcileReviews } from '../../src/pull/reconcileReviews.js';
+import { REVIEWS_JOB, syncReviews } from '../../src/pull/syncReviews.js';
+import { readCheckpoint } from '../../src/pull/syncStateSql.js';
+import { freshDb } from '../helpers/db.js';
+import { type FakePlatform, startFakePlatform } from '../helpers/fakePlatform.js';
+import { pullContext, testApi } from './helpers.js';
+
+/** How the fake feed lies: without a cursor from the first page on, the others from the second. */
+type Mode = 'honest' | 'more-without-cursor' | 'repeating-cursor' | 'same-page-fresh-cursor';
+
+const PAGE = 100;
+const MINUTE = 60_000;
+// 250 reviews a minute apart, newest first, all in the past (a watermark never passes "now").
+const newestAt = Date.now() - 10 * MINUTE;
+const reviews: Review[] = Array.from({ length: 250 }, (_, i) => ({
+  id: randomUUID(),
+  review_number: `R-${i}`,
+  created_at: new Date(newestAt - i * MINUTE).toISOString(),
+  rating: 4,
+  comment: `review ${i}`,
+  is_verified: true,
+  reviewer: { name: null, email: null },
+  professional: null,
+}));
+
+/** Issue 9 items 2 and 3: the real pull against a platform whose pagination lies, over real HTTP. */
+describe('a review feed whose pagination lies', () => {
+  let platform: FakePlatform;
+  let db: Db;
+  let api: PartnerApi;
+  let mode: Mode = 'honest';
+  /** How many of the oldest reviews the feed shows. */
+  let published = reviews.length;
+  let fresh = 0;
+
+  beforeAll(async () => {
+    platform = await startFakePlatform(({ path, query }) => {
+      if (path !== '/reviews') return { status: 404, body: { error: 'not found' } };
+      const since = query.get('since');
+      const visible = reviews
+        .slice(reviews.length - published)
+        .filter((r) => since === null || r.created_at >= since);
+      const cursor = query.get('cursor');
+      const limit = Number(query.get('limit'));
+      let start = cursor === null ? 0 : Number(cursor.split(':')[1]);
+      const hasMore = start + limit < visible.length;
+      let next: string | null = hasMore ? `o:${start + limit}` : null;
+      if (hasMore && mode === 'more-without-cursor') next = null;
+      if (start >= limit && hasMore) {
+        if (mode === 'repeating-cursor') next = cursor;
+        if (mode === 'same-page-fresh-cursor') {
+          start = limit;
+          next = `o:${limit}:${fresh++}`;
+        }
+      }
+      const page = visible.slice(start, start + limit);
+      return {
+        status: 200,
+        body: { reviews: page, pagination: { count: page.length, has_more: hasMore, next_cursor: next } },
+      };
+    });
+    db = await freshDb();
+    api = testApi({ url: platform.url, apiKey: 'rm_test_key_123456' }, { pageSize: PAGE });
+  });
+  afterAll(async () => {
+    await api?.close();
+    await platform?.close();
+    await db?.close();
+  });
+  beforeEach(() => {
+    mode = 'honest';
+    published = reviews.length;
+  });
+
+  const ctx = () => pullContext(db, api);
+  const watermarkOf = async (job: string) => (await readCheckpoint(db.knex, db, job)).watermark;
+  const stored = async () => Number((await db.knex(db.table('reviews')).count({ n: '*' }))[0]!.n);
+  const removed = async () =>
+    Number((await db.knex(db.table('reviews')).whereNotNull('removed_at').count({ n: '*' }))[0]!.n);
+  const failure = (run: Promise<void>) =>
+    run.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+
+  it('fails an incremental walk told "more" without a cursor, and leaves the watermark where it was', async () => {
+    published = 100; // the oldest 100 are mirrored first
+    await syncReviews(ctx(), {});
+    const before = await watermarkOf(REVIEWS_JOB);
+    expect(before?.toISOString()).toBe(reviews[150]!.created_at);
+
+    published = 250; // 150 newer reviews behind the watermark
+    mode = 'more-without-cursor';
+    const error = await failure(syncReviews(ctx(), {}));
+    expect(error).toBeInstanceOf(ApiProtocolError);
+    expect((error as Error).message).toBe(
+      'GET /reviews broke the pagination protocol: has_more is true but next_cursor is null',
+    );
+    expect(await watermarkOf(REVIEWS_JOB)).toEqual(before);
+
+    // Once the platform tells the truth, the walk resumes and nothing is missing.
+    mode = 'honest';
+    await syncReviews(ctx(), {});
+    expect(await stored()).toBe(250);
+    expect((await watermarkOf(REVIEWS_JOB))?.toISOString()).toBe(reviews[0]!.created_at);
+  });
+
+  it('marks nothing removed when a reconcile is told "more" without a cursor', async () => {
+    mode = 'more-without-cursor';
+    const error = await failure(reconcileReviews(ctx(), {}));
+    expect(error).toBeInstanceOf(ApiProtocolError);
+    expect(await removed()).toBe(0);
+  });
+
+  it('stops at a cursor that repeats, quickly, and marks nothing removed', async () => {
+    await db.knex(db.table('sync_state')).where({ job: RECONCILE_JOB }).del();
+    mode = 'repeating-cursor';
+    const requestsBefore = platform.requests();
+    const error = await failure(reconcileReviews(ctx(), {}));
+    expect((error as Error).message).toBe(
+      'GET /reviews broke the pagination protocol: next_cursor repeats a cursor already followed in this walk (page 2)',
+    );
+    expect(platform.requests() - requestsBefore).toBeLessThanOrEqual(3);
+    expect(await removed()).toBe(0);
+    expect(await watermarkOf(RECONCILE_JOB)).toBeNull();
+  });
+
+  it('stops at a page served again under a fresh cursor, and marks nothing removed', async () => {
+    await db.knex(db.table('sync_state')).where({ job: RECONCILE_JOB }).del();
+    mode = 'same-page-fresh-cursor';
+    const error = await failure(reconcileReviews(ctx(), {}));
+    expect((error as Error).message).toBe(
+      'GET /reviews broke the pagination protocol: page 3 is the same page as the one before it',
+    );
+    expect(await removed()).toBe(0);
+  });
+
+  it('fails a walk past the page ceiling, and marks nothing removed', async () => {
+    await db.knex(db.table('sync_state')).where({ job: RECONCILE_JOB }).del();
+    const capped = testApi(
+      { url: platform.url, apiKey: 'rm_test_key_123456' },
+      { pageSize: PAGE, maxPagesPerWalk: 2 },
+    );
+    try {
+      const error = await failure(reconcileReviews(pullContext(db, capped), {}));
+      expect((error as Error).message).toBe(
+        'GET /reviews broke the pagination protocol: the walk went past its ceiling of 2 pages',
+      );
+      expect(await removed()).toBe(0);
+    } finally {
+      await capped.close();
+    }
+  });
+
+  it('ends at has_more false (a cursor beside it is ignored) and then reconciles exactly', async () => {
+    await db.knex(db.table('sync_state')).where({ job: RECONCILE_JOB }).del();
+    published = 249; // the oldest review is gone from the platform
+    await reconcileReviews(ctx(), {});
+    expect(await removed()).toBe(1);
+  });
+});
