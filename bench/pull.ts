@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { type Db, openDb } from '../src/db/connect.js';
 import { migrate } from '../src/db/migrate.js';
+import { JOB } from '../src/jobs/jobNames.js';
+import { runJob } from '../src/jobs/runner.js';
 import { makeLogger, SecretScrubber } from '../src/log.js';
 import { makePartnerApi, type PartnerApi } from '../src/partner-api/client.js';
 import { DEFAULT_BACKOFF } from '../src/partner-api/retryPolicy.js';
-import { runJob } from '../src/pull/runJob.js';
-import { REVIEWS_JOB, syncReviews } from '../src/pull/syncReviews.js';
+import { syncReviews } from '../src/pull/syncReviews.js';
 import { startSandbox } from '../src/sandbox/server.js';
 import { type BenchResult, medianSeconds } from './harness.js';
 
@@ -49,7 +50,11 @@ export async function benchPull(): Promise<BenchResult> {
         await migrate(db);
         const ctx = { db, api, log, overlapMs: 600_000, detailConcurrency: 4 };
         const start = process.hrtime.bigint();
-        const result = await runJob(db, log, REVIEWS_JOB, (c, s) => syncReviews(ctx, c, s), { wait: true });
+        const result = await runJob(
+          { db: db, log: log },
+          { name: JOB.reviews, run: (c, s) => syncReviews(ctx, c, s) },
+          { wait: true },
+        );
         const seconds = Number(process.hrtime.bigint() - start) / 1e9;
         if (result.counts.inserted !== REVIEWS) throw new Error(`sync inserted ${result.counts.inserted}`);
         if (run > 0) times.push(seconds); // the first run warms up

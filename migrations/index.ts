@@ -3,6 +3,7 @@ import * as syncState from './001_sync_state.js';
 import * as reviews from './002_reviews.js';
 import * as directory from './003_directory.js';
 import * as webhooks from './004_webhooks.js';
+import * as jobRuns from './005_job_runs.js';
 
 export interface Migration {
   readonly name: string;
@@ -15,4 +16,5 @@ export const migrations: readonly Migration[] = [
   { name: '002_reviews', up: reviews.up },
   { name: '003_directory', up: directory.up },
   { name: '004_webhooks', up: webhooks.up },
+  { name: '005_job_runs', up: jobRuns.up },
 ];

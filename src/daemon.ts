@@ -3,10 +3,11 @@ import type { Context } from './context.js';
 import { type Db, dbOptionsFromConfig, openDb } from './db/connect.js';
 import { migrate } from './db/migrate.js';
 import { describeError } from './errors.js';
+import { Scheduler } from './jobs/scheduler.js';
 import { type Metrics, makeMetrics } from './metrics.js';
 import { makePartnerApi, type PartnerApi, partnerApiOptions } from './partner-api/client.js';
-import { schedulePullJobs } from './pull/schedule.js';
-import { Scheduler } from './scheduler.js';
+import { pullJobSpecs } from './pull/jobs.js';
+import { listenForShutdown } from './shutdownSignal.js';
 import { startWebhookReceiver, type WebhookReceiver } from './webhooks/receiver.js';
 
 /** A started daemon: its parts, for in-process callers (`demo`, tests), and its one way to stop. */
@@ -55,20 +56,32 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
     const admin = makeAdminServer({ db, metrics });
     const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
     closers.push({ name: 'admin server', close: () => admin.close() });
-    log.info({ port: config.admin.port }, 'admin server listening');
+    log.info({ url: adminUrl }, 'admin server listening');
 
-    const scheduler = new Scheduler(log, metrics);
     const api =
       config.api.url && config.api.key ? makePartnerApi(partnerApiOptions(config, log, metrics)) : undefined;
     if (api) closers.push({ name: 'partner API client', close: () => api.close() });
-    closers.push({ name: 'scheduler', close: () => scheduler.stop(config.shutdownGraceMs) });
-    if (api) schedulePullJobs({ db, api, log, metrics, config, scheduler });
     else if (config.api.url === undefined) log.warn('REVIEWS_API_URL not set; sync jobs disabled');
     else log.warn('REVIEWS_API_KEY not set; sync jobs disabled');
 
-    // Closed first: stop accepting deliveries and drain the inbox while the database is open.
-    const webhooks = await startWebhookReceiver({ ...ctx, db, metrics, scheduler, api });
+    const webhooks = await startWebhookReceiver({ ...ctx, db, metrics, api });
     closers.push({ name: 'webhook receiver', close: () => webhooks.close() });
+
+    // The one place where jobs are registered. Nothing runs before both servers listen, and the
+    // scheduler is stopped first: no job starts once shutdown began.
+    const scheduler = new Scheduler({ db, log, metrics, scrubber: ctx.scrubber });
+    const pull = {
+      db,
+      log,
+      metrics,
+      overlapMs: config.sync.overlapMs,
+      detailConcurrency: config.sync.detailConcurrency,
+    };
+    for (const spec of [...(api ? pullJobSpecs({ ...pull, api }, config.sync) : []), ...webhooks.jobs]) {
+      scheduler.add(spec);
+    }
+    closers.push({ name: 'scheduler', close: () => scheduler.stop(config.shutdownGraceMs) });
+    scheduler.start();
 
     return { db, metrics, scheduler, api, webhooks, adminUrl, stop };
   } catch (error) {
@@ -77,21 +90,13 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
   }
 }
 
-/** Resolves on the first SIGTERM or SIGINT. */
-function shutdownSignal(): Promise<string> {
-  return new Promise((resolve) => {
-    const done = (signal: string) => {
-      process.off('SIGTERM', done);
-      process.off('SIGINT', done);
-      resolve(signal);
-    };
-    process.once('SIGTERM', done);
-    process.once('SIGINT', done);
-  });
-}
-
 /** `review-mirror run`: start, wait for a signal, go through the one shutdown path. */
 export async function runDaemon(ctx: Context): Promise<void> {
-  const daemon = await startDaemon(ctx);
-  await daemon.stop(await shutdownSignal());
+  // Listening before start-up: a SIGTERM during migrations still goes through the one shutdown path.
+  const shutdown = listenForShutdown();
+  const daemon = await startDaemon(ctx).catch((error: unknown) => {
+    shutdown.dispose();
+    throw error;
+  });
+  await daemon.stop(await shutdown.received);
 }

@@ -3,7 +3,8 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 /**
  * Every metric the daemon exports, on one registry. Names follow Prometheus conventions: the
  * `review_mirror_` prefix, base units, `_total` on counters, and only low-cardinality labels
- * (job, outcome, reason; never ids, emails or URLs).
+ * (sync_job, outcome, reason; never ids, emails or URLs). A job's label is `sync_job`, not `job`: Prometheus
+ * overwrites `job` with the scrape job.
  */
 export function makeMetrics() {
   const registry = new Registry();
@@ -42,32 +43,32 @@ export function makeMetrics() {
     lastCompleteWalk: new Gauge({
       name: 'review_mirror_last_complete_walk_timestamp_seconds',
       help: 'Unix time at which a walk of the feed or directory last reached its end, by job.',
-      labelNames: ['job'] as const,
+      labelNames: ['sync_job'] as const,
       registers,
     }),
     jobRuns: new Counter({
       name: 'review_mirror_job_runs_total',
-      help: 'Sync job runs by job and outcome (success, failed, skipped).',
-      labelNames: ['job', 'outcome'] as const,
+      help: 'Job runs by sync_job and outcome (success, skipped, retryable_failure, fatal_failure).',
+      labelNames: ['sync_job', 'outcome'] as const,
       registers,
     }),
     jobDuration: new Histogram({
       name: 'review_mirror_job_duration_seconds',
       help: 'Duration of sync job runs.',
-      labelNames: ['job'] as const,
+      labelNames: ['sync_job'] as const,
       buckets: [0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800],
       registers,
     }),
     jobLastSuccess: new Gauge({
       name: 'review_mirror_job_last_success_timestamp_seconds',
       help: 'Unix time of the last successful run of each job.',
-      labelNames: ['job'] as const,
+      labelNames: ['sync_job'] as const,
       registers,
     }),
     jobRunning: new Gauge({
       name: 'review_mirror_job_running',
       help: '1 while a job is running.',
-      labelNames: ['job'] as const,
+      labelNames: ['sync_job'] as const,
       registers,
     }),
     webhookDeliveries: new Counter({

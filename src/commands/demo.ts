@@ -5,8 +5,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Command, InvalidArgumentError } from 'commander';
 import { type Context, makeContext } from '../context.js';
 import { type RunningDaemon, startDaemon } from '../daemon.js';
+import { JOB } from '../jobs/jobNames.js';
 import { countRatings, countReviews, hasReview } from '../mirror/reviewsSql.js';
-import { REVIEWS_JOB } from '../pull/syncReviews.js';
 import { SandboxControl } from '../sandbox/controlClient.js';
 import { startSandbox } from '../sandbox/server.js';
 import { listenForShutdown } from '../shutdownSignal.js';
@@ -80,7 +80,7 @@ async function runDemo(options: DemoOptions): Promise<void> {
     out();
 
     const firstSync = await waitFor('the first review sync', () =>
-      readLastFinishedRun(db.knex, db, REVIEWS_JOB),
+      readLastFinishedRun(db.knex, db, JOB.reviews),
     );
     const mirrored = (await countReviews(db.knex, db)).total;
     out(

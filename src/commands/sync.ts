@@ -2,9 +2,9 @@ import { Argument, Command } from 'commander';
 import { requireApi } from '../config/schema.js';
 import { type Context, commandAction, withDb } from '../context.js';
 import { migrate } from '../db/migrate.js';
+import { runJob } from '../jobs/runner.js';
 import { makePartnerApi, partnerApiOptions } from '../partner-api/client.js';
 import { pullJobs, SYNC_TARGETS, type SyncTarget } from '../pull/jobs.js';
-import { runJob } from '../pull/runJob.js';
 import { listenForShutdown } from '../shutdownSignal.js';
 
 /** `review-mirror sync <target> [--full]`. */
@@ -51,7 +51,10 @@ async function runSync(
         detailConcurrency: ctx.config.sync.detailConcurrency,
       };
       for (const job of pullJobs(pull, target, options.full)) {
-        const run = await runJob(db, ctx.log, job.name, job.body, { wait: true, signal: stop.signal });
+        const run = await runJob({ db, log: ctx.log, scrubber: ctx.scrubber }, job, {
+          wait: true,
+          signal: stop.signal,
+        });
         const counts = Object.entries(run.counts)
           .map(([k, v]) => `${k}=${v}`)
           .join(' ');

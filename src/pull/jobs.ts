@@ -1,42 +1,61 @@
+import type { Config } from '../config/schema.js';
+import { JOB } from '../jobs/jobNames.js';
+import type { RunnableJob } from '../jobs/runner.js';
+import type { JobSpec } from '../jobs/scheduler.js';
 import type { PullContext } from './context.js';
-import { RECONCILE_JOB, reconcileReviews } from './reconcileReviews.js';
-import type { JobBody } from './runJob.js';
-import { LOCATIONS_JOB, PROFESSIONALS_JOB, syncLocations, syncProfessionals } from './syncDirectory.js';
-import { REVIEWS_JOB, syncReviews } from './syncReviews.js';
+import { reconcileReviews } from './reconcileReviews.js';
+import { syncLocations, syncProfessionals } from './syncDirectory.js';
+import { syncReviews } from './syncReviews.js';
 
 export const SYNC_TARGETS = ['reviews', 'locations', 'professionals', 'all'] as const;
 export type SyncTarget = (typeof SYNC_TARGETS)[number];
 
-export interface PullJob {
-  /** The name in `sync_state`, `sync_runs`, metrics and logs. */
-  readonly name: string;
-  readonly body: JobBody;
-}
+const reviewsJob = (ctx: PullContext) =>
+  ({ name: JOB.reviews, run: (counts, signal) => syncReviews(ctx, counts, signal) }) satisfies RunnableJob;
+const reconcileJob = (ctx: PullContext) =>
+  ({
+    name: JOB.reconcile,
+    run: (counts, signal) => reconcileReviews(ctx, counts, signal),
+  }) satisfies RunnableJob;
+const locationsJob = (ctx: PullContext) =>
+  ({
+    name: JOB.locations,
+    run: (counts, signal) => syncLocations(ctx, counts, signal),
+  }) satisfies RunnableJob;
+const professionalsJob = (ctx: PullContext, full: boolean) =>
+  ({
+    name: JOB.professionals,
+    run: (counts, signal) => syncProfessionals(ctx, counts, { full }, signal),
+  }) satisfies RunnableJob;
 
 /**
  * The jobs behind `sync <target> [--full]`, in order: for reviews `--full` is the reconcile;
  * for professionals it re-reads every single record; locations are always listed whole.
  */
-export function pullJobs(ctx: PullContext, target: SyncTarget, full: boolean): PullJob[] {
-  const reviews: PullJob = full
-    ? { name: RECONCILE_JOB, body: (counts, signal) => reconcileReviews(ctx, counts, signal) }
-    : { name: REVIEWS_JOB, body: (counts, signal) => syncReviews(ctx, counts, signal) };
-  const locations: PullJob = {
-    name: LOCATIONS_JOB,
-    body: (counts, signal) => syncLocations(ctx, counts, signal),
-  };
-  const professionals: PullJob = {
-    name: PROFESSIONALS_JOB,
-    body: (counts, signal) => syncProfessionals(ctx, counts, { full }, signal),
-  };
+export function pullJobs(ctx: PullContext, target: SyncTarget, full: boolean): RunnableJob[] {
+  const reviews = full ? reconcileJob(ctx) : reviewsJob(ctx);
   switch (target) {
     case 'reviews':
       return [reviews];
     case 'locations':
-      return [locations];
+      return [locationsJob(ctx)];
     case 'professionals':
-      return [professionals];
+      return [professionalsJob(ctx, full)];
     case 'all':
-      return [reviews, locations, professionals];
+      return [reviews, locationsJob(ctx), professionalsJob(ctx, full)];
   }
+}
+
+/**
+ * The pull jobs of `review-mirror run`: the incremental review sync (also at start-up), locations
+ * and professionals on the directory schedule, and the daily reconcile. Each runs on one replica
+ * at a time; another replica skips its tick instead of queueing behind it.
+ */
+export function pullJobSpecs(ctx: PullContext, sync: Config['sync']): JobSpec[] {
+  return [
+    { ...reviewsJob(ctx), schedule: sync.reviewsCron, runAtStart: true },
+    { ...locationsJob(ctx), schedule: sync.directoryCron },
+    { ...professionalsJob(ctx, false), schedule: sync.directoryCron },
+    { ...reconcileJob(ctx), schedule: sync.reconcileCron },
+  ];
 }

@@ -1,11 +1,11 @@
 import { readDatabaseNow } from '../db/clockSql.js';
+import { JOB } from '../jobs/jobNames.js';
+import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import { markRemovedReviews } from '../mirror/reviewsSql.js';
-import { addCount, type PullContext, type RunCounts } from './context.js';
+import type { PullContext } from './context.js';
 import { readCheckpoint, writeCheckpoint } from './syncStateSql.js';
 import { advanceWatermark, EMPTY_CHECKPOINT, planFullWalk } from './walkPlan.js';
 import { walkReviewFeed } from './walkReviewFeed.js';
-
-export const RECONCILE_JOB = 'reviews:reconcile';
 
 /**
  * The full reconcile (`sync reviews --full`, and daily): walks the whole feed, upserting every
@@ -19,14 +19,14 @@ export async function reconcileReviews(
   signal?: AbortSignal,
 ): Promise<void> {
   const { db, metrics } = ctx;
-  const state = await readCheckpoint(db.knex, db, RECONCILE_JOB);
+  const state = await readCheckpoint(db.knex, db, JOB.reconcile);
   const plan = planFullWalk(state);
   // Stamped by the database, the clock that also stamps feed_seen_at and first_seen_at.
   const walkStartedAt = plan.resumed ? state.walkStartedAt! : await readDatabaseNow(db.knex);
   await walkReviewFeed(
     ctx,
     {
-      job: RECONCILE_JOB,
+      job: JOB.reconcile,
       plan,
       state,
       walkStartedAt,
@@ -35,12 +35,12 @@ export async function reconcileReviews(
         addCount(counts, 'removed', removed);
         metrics?.reviewsRemoved.inc(removed);
         const watermark = advanceWatermark(state.watermark, walkNewest, walkStartedAt);
-        await writeCheckpoint(trx, db, RECONCILE_JOB, { ...EMPTY_CHECKPOINT, watermark });
+        await writeCheckpoint(trx, db, JOB.reconcile, { ...EMPTY_CHECKPOINT, watermark });
       },
     },
     counts,
     signal,
   );
   counts.removed ??= 0;
-  metrics?.lastCompleteWalk.set({ job: RECONCILE_JOB }, Date.now() / 1000);
+  metrics?.lastCompleteWalk.set({ sync_job: JOB.reconcile }, Date.now() / 1000);
 }

@@ -1,4 +1,6 @@
 import { readDatabaseNow } from '../db/clockSql.js';
+import { JOB } from '../jobs/jobNames.js';
+import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import {
   type DirectoryTable,
   markRemovedDirectory,
@@ -9,12 +11,9 @@ import {
 } from '../mirror/directorySql.js';
 import { ApiRequestError } from '../partner-api/errors.js';
 import type { Professional, ProfessionalListItem } from '../partner-api/professionalsSchema.js';
-import { addCount, type PullContext, type RunCounts } from './context.js';
+import type { PullContext } from './context.js';
 import { mapBounded } from './mapBounded.js';
 import { needsDetail } from './professionalDetail.js';
-
-export const LOCATIONS_JOB = 'locations';
-export const PROFESSIONALS_JOB = 'professionals';
 
 // Spec 4.4/4.5: a list returns active records unless asked for inactive ones; both make the whole.
 const BOTH = [true, false] as const;
@@ -41,7 +40,7 @@ export async function syncLocations(
     store: (found) => upsertLocations(db.knex, db, found),
   });
   addCount(counts, 'removed', await markRemovedDirectory(db.knex, db, 'locations', startedAt));
-  ctx.metrics?.lastCompleteWalk.set({ job: LOCATIONS_JOB }, Date.now() / 1000);
+  ctx.metrics?.lastCompleteWalk.set({ sync_job: JOB.locations }, Date.now() / 1000);
 }
 
 /**
@@ -98,7 +97,7 @@ export async function syncProfessionals(
       ),
   });
   addCount(counts, 'removed', await markRemovedDirectory(db.knex, db, 'professionals', startedAt));
-  ctx.metrics?.lastCompleteWalk.set({ job: PROFESSIONALS_JOB }, Date.now() / 1000);
+  ctx.metrics?.lastCompleteWalk.set({ sync_job: JOB.professionals }, Date.now() / 1000);
 }
 
 /** The single record, or undefined when its slug no longer names it (renamed or deleted since the listing). */

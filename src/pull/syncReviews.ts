@@ -1,9 +1,9 @@
-import type { PullContext, RunCounts } from './context.js';
+import { JOB } from '../jobs/jobNames.js';
+import type { RunCounts } from '../jobs/runCounts.js';
+import type { PullContext } from './context.js';
 import { readCheckpoint, writeCheckpoint } from './syncStateSql.js';
 import { advanceWatermark, EMPTY_CHECKPOINT, planIncrementalWalk } from './walkPlan.js';
 import { walkReviewFeed } from './walkReviewFeed.js';
-
-export const REVIEWS_JOB = 'reviews';
 
 /**
  * The incremental sync: resumes an unfinished walk, or walks from the newest review down to the
@@ -12,7 +12,7 @@ export const REVIEWS_JOB = 'reviews';
  */
 export async function syncReviews(ctx: PullContext, counts: RunCounts, signal?: AbortSignal): Promise<void> {
   const { db, metrics } = ctx;
-  const state = await readCheckpoint(db.knex, db, REVIEWS_JOB);
+  const state = await readCheckpoint(db.knex, db, JOB.reviews);
   const plan = planIncrementalWalk(state, ctx.overlapMs);
   // Kept with the checkpoint, so a resumed walk is capped by when it first began.
   const walkStartedAt = (plan.resumed ? state.walkStartedAt : null) ?? new Date();
@@ -20,18 +20,18 @@ export async function syncReviews(ctx: PullContext, counts: RunCounts, signal?: 
   await walkReviewFeed(
     ctx,
     {
-      job: REVIEWS_JOB,
+      job: JOB.reviews,
       plan,
       state,
       walkStartedAt,
       complete: async (trx, walkNewest) => {
         watermark = advanceWatermark(state.watermark, walkNewest, walkStartedAt);
-        await writeCheckpoint(trx, db, REVIEWS_JOB, { ...EMPTY_CHECKPOINT, watermark });
+        await writeCheckpoint(trx, db, JOB.reviews, { ...EMPTY_CHECKPOINT, watermark });
       },
     },
     counts,
     signal,
   );
   if (watermark !== null) metrics?.newestReview.set(watermark.getTime() / 1000);
-  metrics?.lastCompleteWalk.set({ job: REVIEWS_JOB }, Date.now() / 1000);
+  metrics?.lastCompleteWalk.set({ sync_job: JOB.reviews }, Date.now() / 1000);
 }

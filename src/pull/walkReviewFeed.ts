@@ -1,8 +1,9 @@
 import type { Knex } from 'knex';
+import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import { toReviewRow } from '../mirror/reviewRow.js';
 import { upsertReviews } from '../mirror/reviewsSql.js';
 import { ApiRequestError } from '../partner-api/errors.js';
-import { addCount, type PullContext, type RunCounts } from './context.js';
+import type { PullContext } from './context.js';
 import { writeCheckpoint } from './syncStateSql.js';
 import { newestCreatedAt, type WalkCheckpoint, type WalkPlan } from './walkPlan.js';
 

@@ -1,17 +1,17 @@
 import type { AddressInfo } from 'node:net';
 import type { Config } from '../config/schema.js';
 import type { Db } from '../db/connect.js';
+import { JOB } from '../jobs/jobNames.js';
+import { addCount, type RunCounts } from '../jobs/runCounts.js';
+import type { JobSpec } from '../jobs/scheduler.js';
 import type { Logger, SecretScrubber } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { PartnerApi } from '../partner-api/client.js';
-import type { Scheduler } from '../scheduler.js';
 import { ensureRegistration } from './ensure.js';
 import { checkWebhookHealth } from './health.js';
 import { Inbox } from './inbox.js';
 import { SigningSecrets } from './secrets.js';
 import { loadTls, makeWebhookServer } from './server.js';
-
-export const HEALTH_JOB = 'webhook-health';
 
 export interface ReceiverDeps {
   readonly config: Config;
@@ -19,7 +19,6 @@ export interface ReceiverDeps {
   readonly scrubber: SecretScrubber;
   readonly db: Db;
   readonly metrics: Metrics;
-  readonly scheduler: Scheduler;
   /** The platform client; without it (API not configured) there is no registration or health poll. */
   readonly api: PartnerApi | undefined;
 }
@@ -28,30 +27,35 @@ export interface WebhookReceiver {
   /** Where the receiver listens, e.g. `https://0.0.0.0:8080/webhooks/review-created`. */
   readonly url: string;
   readonly secrets: SigningSecrets;
+  /** The receiver's scheduled job (the platform-side health poll), for the daemon to register. */
+  readonly jobs: readonly JobSpec[];
   /** Stops accepting, lets requests in flight finish, then drains the inbox. */
   close(): Promise<void>;
 }
 
 /**
  * The webhook part of `run`: loads the secrets, serves the public receiver on HTTP_PORT (TLS when
- * configured), and with the API configured ensures the WEBHOOK_PUBLIC_URL registration and
- * schedules the health poll. Failures to reach the platform are logged and retried by the poll;
+ * configured), and with the API configured gives the daemon its health job, which ensures the
+ * WEBHOOK_PUBLIC_URL registration and polls the platform's webhook list. That job is exclusive:
+ * replicas starting together must not each register the URL (every review would come twice). Failures to reach the platform are logged and retried by the poll;
  * they never keep the receiver from starting.
  */
 export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookReceiver> {
-  const { config, log, db, metrics, scheduler, api } = deps;
+  const { config, log, db, metrics, api } = deps;
   const secrets = new SigningSecrets(config.webhook.secrets, deps.scrubber);
   await secrets.refresh(db);
 
   let registrationEnsured = config.webhook.publicUrl === undefined;
-  const healthJob = async (signal: AbortSignal) => {
-    if (api === undefined) return;
+  const healthJob = async (api: PartnerApi, counts: RunCounts, signal?: AbortSignal) => {
     if (!registrationEnsured && config.webhook.publicUrl !== undefined) {
       const deps = { api, db, secrets, log, haveConfiguredSecrets: config.webhook.secrets.length > 0 };
-      await ensureRegistration(deps, config.webhook.publicUrl, signal);
+      const plan = await ensureRegistration(deps, config.webhook.publicUrl, signal);
+      if (plan.register) addCount(counts, 'registered');
+      addCount(counts, 'removed', plan.remove.length);
       registrationEnsured = true;
     }
-    await checkWebhookHealth({ api, db, secrets, log, metrics }, signal);
+    const listed = await checkWebhookHealth({ api, db, secrets, log, metrics }, signal);
+    addCount(counts, 'listed', listed.length);
   };
   const inbox = new Inbox({ db, log, metrics });
   const tls = loadTls(config.webhook);
@@ -76,11 +80,16 @@ export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookR
   const url = `${tls ? 'https' : 'http'}://${config.http.host}:${port}${config.webhook.path}`;
   log.info({ port, tls: tls !== undefined, path: config.webhook.path }, 'webhook receiver listening');
 
+  const jobs: JobSpec[] = [];
   if (api !== undefined) {
-    scheduler.add(HEALTH_JOB, config.webhook.healthCron, healthJob);
-    // Not awaited: registers WEBHOOK_PUBLIC_URL and fills the gauges now, while the receiver
-    // already serves; a platform that is down only delays this (the next tick tries again).
-    void scheduler.trigger(HEALTH_JOB, healthJob);
+    jobs.push({
+      name: JOB.webhookHealth,
+      schedule: config.webhook.healthCron,
+      // Registers WEBHOOK_PUBLIC_URL and fills the gauges at once, while the receiver already
+      // serves; a platform that is down only delays this (the next tick tries again).
+      runAtStart: true,
+      run: (counts, signal) => healthJob(api, counts, signal),
+    });
   } else if (config.webhook.publicUrl !== undefined) {
     log.warn('WEBHOOK_PUBLIC_URL is set but the API is not configured: nothing is registered');
   }
@@ -91,6 +100,7 @@ export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookR
   return {
     url,
     secrets,
+    jobs,
     close: async () => {
       await server.close();
       await inbox.close();

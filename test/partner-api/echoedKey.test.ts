@@ -1,11 +1,12 @@
 import { inspect } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
+import { JOB } from '../../src/jobs/jobNames.js';
+import { runJob } from '../../src/jobs/runner.js';
 import { makeLogger, SecretScrubber } from '../../src/log.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
 import { ApiRequestError, ApiUnavailableError } from '../../src/partner-api/errors.js';
-import { runJob } from '../../src/pull/runJob.js';
-import { REVIEWS_JOB, syncReviews } from '../../src/pull/syncReviews.js';
+import { syncReviews } from '../../src/pull/syncReviews.js';
 import { freshDb } from '../helpers/db.js';
 import { type FakePlatform, startFakePlatform } from '../helpers/fakePlatform.js';
 import { pullContext, testApi } from '../pull/helpers.js';
@@ -98,9 +99,13 @@ describe('a platform that echoes the API key', () => {
   it('keeps the key out of sync_runs.error and the log', async () => {
     const ctx = pullContext(db, api);
     await expect(
-      runJob(db, ctx.log, REVIEWS_JOB, (c, s) => syncReviews(ctx, c, s), { wait: true }),
+      runJob(
+        { db: db, log: ctx.log },
+        { name: JOB.reviews, run: (c, s) => syncReviews(ctx, c, s) },
+        { wait: true },
+      ),
     ).rejects.toThrow(ApiRequestError);
-    const run = await db.knex(db.table('sync_runs')).where({ job: REVIEWS_JOB }).first();
+    const run = await db.knex(db.table('sync_runs')).where({ job: JOB.reviews }).first();
     expect(run.error).toBe(
       'GET /reviews answered 400: unknown parameter for api key [REDACTED] (sent as [REDACTED])',
     );

@@ -1,17 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { Db } from '../../src/db/connect.js';
+import { JOB } from '../../src/jobs/jobNames.js';
+import type { RunCounts } from '../../src/jobs/runCounts.js';
+import { runJob } from '../../src/jobs/runner.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
 import { locationSchema } from '../../src/partner-api/locationsSchema.js';
 import { professionalSchema } from '../../src/partner-api/professionalsSchema.js';
-import type { RunCounts } from '../../src/pull/context.js';
-import { runJob } from '../../src/pull/runJob.js';
-import {
-  LOCATIONS_JOB,
-  PROFESSIONALS_JOB,
-  syncLocations,
-  syncProfessionals,
-} from '../../src/pull/syncDirectory.js';
+import { syncLocations, syncProfessionals } from '../../src/pull/syncDirectory.js';
 import { freshDb } from '../helpers/db.js';
 import { quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
@@ -59,14 +55,16 @@ describe('locations and professionals', () => {
 
   const syncBoth = async (full = false) => {
     const ctx = pullContext(db, api, { detailConcurrency: 2 });
-    const locations = await runJob(db, quietLog, LOCATIONS_JOB, (c, s) => syncLocations(ctx, c, s), {
-      wait: true,
-    });
+    const locations = await runJob(
+      { db: db, log: quietLog },
+      { name: JOB.locations, run: (c, s) => syncLocations(ctx, c, s) },
+      {
+        wait: true,
+      },
+    );
     const professionals = await runJob(
-      db,
-      quietLog,
-      PROFESSIONALS_JOB,
-      (c, s) => syncProfessionals(ctx, c, { full }, s),
+      { db: db, log: quietLog },
+      { name: JOB.professionals, run: (c, s) => syncProfessionals(ctx, c, { full }, s) },
       { wait: true },
     );
     return { locations: locations.counts, professionals: professionals.counts };
@@ -162,7 +160,7 @@ describe('locations and professionals', () => {
         kind === 'locations'
           ? (c: RunCounts, s?: AbortSignal) => syncLocations(ctx, c, s)
           : (c: RunCounts, s?: AbortSignal) => syncProfessionals(ctx, c, { full: false }, s);
-      return (await runJob(db, quietLog, kind, body, { wait: true })).counts;
+      return (await runJob({ db: db, log: quietLog }, { name: kind, run: body }, { wait: true })).counts;
     };
     expect(await run(flipped('locations', 'old-branch'), 'locations')).toMatchObject({
       confirmed: 1,

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
+import { JOB } from '../../src/jobs/jobNames.js';
+import { runJob } from '../../src/jobs/runner.js';
 import { ApiAuthError } from '../../src/partner-api/errors.js';
-import { RECONCILE_JOB, reconcileReviews } from '../../src/pull/reconcileReviews.js';
-import { runJob } from '../../src/pull/runJob.js';
-import { REVIEWS_JOB, syncReviews } from '../../src/pull/syncReviews.js';
+import { reconcileReviews } from '../../src/pull/reconcileReviews.js';
+import { syncReviews } from '../../src/pull/syncReviews.js';
 import { freshDb } from '../helpers/db.js';
 import { quietLog } from '../helpers/log.js';
 import { expectExactMirror } from '../helpers/oracle.js';
@@ -31,17 +32,29 @@ describe('sync under injected faults', () => {
       retry: { maxRetries: 12, budgetMs: 60_000, baseDelayMs: 5, maxDelayMs: 50 },
     });
     try {
-      const run = await runJob(db, quietLog, REVIEWS_JOB, (c, s) => syncReviews(pullContext(db, api), c, s), {
-        wait: true,
-      });
+      const run = await runJob(
+        { db: db, log: quietLog },
+        { name: JOB.reviews, run: (c, s) => syncReviews(pullContext(db, api), c, s) },
+        {
+          wait: true,
+        },
+      );
       expect(run.counts.fetched).toBe(5_000);
       await sandbox.control.submitReviews(sandbox.companyId, [{ comment: 'after the backfill' }]);
-      await runJob(db, quietLog, REVIEWS_JOB, (c, s) => syncReviews(pullContext(db, api), c, s), {
-        wait: true,
-      });
-      await runJob(db, quietLog, RECONCILE_JOB, (c, s) => reconcileReviews(pullContext(db, api), c, s), {
-        wait: true,
-      });
+      await runJob(
+        { db: db, log: quietLog },
+        { name: JOB.reviews, run: (c, s) => syncReviews(pullContext(db, api), c, s) },
+        {
+          wait: true,
+        },
+      );
+      await runJob(
+        { db: db, log: quietLog },
+        { name: JOB.reconcile, run: (c, s) => reconcileReviews(pullContext(db, api), c, s) },
+        {
+          wait: true,
+        },
+      );
       const seen = (await sandbox.control.requests()).by_route['GET /api/v1/partner/reviews']!;
       for (const status of ['500', '429', 'hang', '200']) expect(seen[status]).toBeGreaterThan(0);
     } finally {
@@ -55,14 +68,18 @@ describe('sync under injected faults', () => {
     const api = testApi({ url: sandbox.url, apiKey: 'rm_revoked_key_000000' });
     try {
       const before = (await sandbox.control.requests()).total;
-      const run = runJob(db, quietLog, REVIEWS_JOB, (c, s) => syncReviews(pullContext(db, api), c, s), {
-        wait: true,
-      });
+      const run = runJob(
+        { db: db, log: quietLog },
+        { name: JOB.reviews, run: (c, s) => syncReviews(pullContext(db, api), c, s) },
+        {
+          wait: true,
+        },
+      );
       await expect(run).rejects.toThrow(ApiAuthError);
       expect((await sandbox.control.requests()).total - before).toBe(1);
       const last = await db
         .knex(db.table('sync_runs'))
-        .where({ job: REVIEWS_JOB })
+        .where({ job: JOB.reviews })
         .orderBy('id', 'desc')
         .first();
       expect(last.outcome).toBe('failed');

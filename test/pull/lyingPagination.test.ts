@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
+import { JOB } from '../../src/jobs/jobNames.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
 import { ApiProtocolError } from '../../src/partner-api/errors.js';
 import type { Review } from '../../src/partner-api/reviewsSchema.js';
-import { RECONCILE_JOB, reconcileReviews } from '../../src/pull/reconcileReviews.js';
-import { REVIEWS_JOB, syncReviews } from '../../src/pull/syncReviews.js';
+import { reconcileReviews } from '../../src/pull/reconcileReviews.js';
+import { syncReviews } from '../../src/pull/syncReviews.js';
 import { readCheckpoint } from '../../src/pull/syncStateSql.js';
 import { freshDb } from '../helpers/db.js';
 import { type FakePlatform, startFakePlatform } from '../helpers/fakePlatform.js';
@@ -92,7 +93,7 @@ describe('a review feed whose pagination lies', () => {
   it('fails an incremental walk told "more" without a cursor, and leaves the watermark where it was', async () => {
     published = 100; // the oldest 100 are mirrored first
     await syncReviews(ctx(), {});
-    const before = await watermarkOf(REVIEWS_JOB);
+    const before = await watermarkOf(JOB.reviews);
     expect(before?.toISOString()).toBe(reviews[150]!.created_at);
 
     published = 250; // 150 newer reviews behind the watermark
@@ -102,13 +103,13 @@ describe('a review feed whose pagination lies', () => {
     expect((error as Error).message).toBe(
       'GET /reviews broke the pagination protocol: has_more is true but next_cursor is null',
     );
-    expect(await watermarkOf(REVIEWS_JOB)).toEqual(before);
+    expect(await watermarkOf(JOB.reviews)).toEqual(before);
 
     // Once the platform tells the truth, the walk resumes and nothing is missing.
     mode = 'honest';
     await syncReviews(ctx(), {});
     expect(await stored()).toBe(250);
-    expect((await watermarkOf(REVIEWS_JOB))?.toISOString()).toBe(reviews[0]!.created_at);
+    expect((await watermarkOf(JOB.reviews))?.toISOString()).toBe(reviews[0]!.created_at);
   });
 
   it('marks nothing removed when a reconcile is told "more" without a cursor', async () => {
@@ -119,7 +120,7 @@ describe('a review feed whose pagination lies', () => {
   });
 
   it('stops at a cursor that repeats, quickly, and marks nothing removed', async () => {
-    await db.knex(db.table('sync_state')).where({ job: RECONCILE_JOB }).del();
+    await db.knex(db.table('sync_state')).where({ job: JOB.reconcile }).del();
     mode = 'repeating-cursor';
     const requestsBefore = platform.requests();
     const error = await failure(reconcileReviews(ctx(), {}));
@@ -128,11 +129,11 @@ describe('a review feed whose pagination lies', () => {
     );
     expect(platform.requests() - requestsBefore).toBeLessThanOrEqual(3);
     expect(await removed()).toBe(0);
-    expect(await watermarkOf(RECONCILE_JOB)).toBeNull();
+    expect(await watermarkOf(JOB.reconcile)).toBeNull();
   });
 
   it('stops at a page served again under a fresh cursor, and marks nothing removed', async () => {
-    await db.knex(db.table('sync_state')).where({ job: RECONCILE_JOB }).del();
+    await db.knex(db.table('sync_state')).where({ job: JOB.reconcile }).del();
     mode = 'same-page-fresh-cursor';
     const error = await failure(reconcileReviews(ctx(), {}));
     expect((error as Error).message).toBe(
@@ -142,7 +143,7 @@ describe('a review feed whose pagination lies', () => {
   });
 
   it('fails a walk past the page ceiling, and marks nothing removed', async () => {
-    await db.knex(db.table('sync_state')).where({ job: RECONCILE_JOB }).del();
+    await db.knex(db.table('sync_state')).where({ job: JOB.reconcile }).del();
     const capped = testApi(
       { url: platform.url, apiKey: 'rm_test_key_123456' },
       { pageSize: PAGE, maxPagesPerWalk: 2 },
@@ -159,7 +160,7 @@ describe('a review feed whose pagination lies', () => {
   });
 
   it('ends at has_more false (a cursor beside it is ignored) and then reconciles exactly', async () => {
-    await db.knex(db.table('sync_state')).where({ job: RECONCILE_JOB }).del();
+    await db.knex(db.table('sync_state')).where({ job: JOB.reconcile }).del();
     published = 249; // the oldest review is gone from the platform
     await reconcileReviews(ctx(), {});
     expect(await removed()).toBe(1);

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
+import { JOB } from '../../src/jobs/jobNames.js';
+import { runJob } from '../../src/jobs/runner.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
-import { RECONCILE_JOB, reconcileReviews } from '../../src/pull/reconcileReviews.js';
-import { runJob } from '../../src/pull/runJob.js';
-import { REVIEWS_JOB, syncReviews } from '../../src/pull/syncReviews.js';
+import { reconcileReviews } from '../../src/pull/reconcileReviews.js';
+import { syncReviews } from '../../src/pull/syncReviews.js';
 import { readCheckpoint } from '../../src/pull/syncStateSql.js';
 import { freshDb } from '../helpers/db.js';
 import { quietLog } from '../helpers/log.js';
@@ -20,9 +21,13 @@ describe('reconcile: removals the incremental feed cannot show', () => {
     sandbox = await testSandbox({ seedReviews: 2_000, seed: 5 });
     db = await freshDb();
     api = testApi(sandbox);
-    await runJob(db, quietLog, REVIEWS_JOB, (c, s) => syncReviews(pullContext(db, api), c, s), {
-      wait: true,
-    });
+    await runJob(
+      { db: db, log: quietLog },
+      { name: JOB.reviews, run: (c, s) => syncReviews(pullContext(db, api), c, s) },
+      {
+        wait: true,
+      },
+    );
   });
   afterAll(async () => {
     await api?.close();
@@ -31,10 +36,14 @@ describe('reconcile: removals the incremental feed cannot show', () => {
   });
 
   const reconcile = (signal?: AbortSignal) =>
-    runJob(db, quietLog, RECONCILE_JOB, (c, s) => reconcileReviews(pullContext(db, api), c, s), {
-      wait: true,
-      signal,
-    });
+    runJob(
+      { db: db, log: quietLog },
+      { name: JOB.reconcile, run: (c, s) => reconcileReviews(pullContext(db, api), c, s) },
+      {
+        wait: true,
+        signal,
+      },
+    );
   const removedIds = async () =>
     (await db.knex(db.table('reviews')).whereNotNull('removed_at').pluck('id')).sort() as string[];
 
@@ -44,9 +53,13 @@ describe('reconcile: removals the incremental feed cannot show', () => {
     for (const id of suppressed) await sandbox.control.suppress(id);
 
     // The incremental feed cannot show a disappearance.
-    await runJob(db, quietLog, REVIEWS_JOB, (c, s) => syncReviews(pullContext(db, api), c, s), {
-      wait: true,
-    });
+    await runJob(
+      { db: db, log: quietLog },
+      { name: JOB.reviews, run: (c, s) => syncReviews(pullContext(db, api), c, s) },
+      {
+        wait: true,
+      },
+    );
     expect(await removedIds()).toEqual([]);
 
     const run = await reconcile();
@@ -67,11 +80,11 @@ describe('reconcile: removals the incremental feed cannot show', () => {
     await sandbox.control.setFaults({ partner: { delay: 1, delayMs: 20 } });
     const stop = new AbortController();
     const interrupted = reconcile(stop.signal);
-    await waitFor(async () => (await readCheckpoint(db.knex, db, RECONCILE_JOB)).cursor !== null, 20_000, 5);
+    await waitFor(async () => (await readCheckpoint(db.knex, db, JOB.reconcile)).cursor !== null, 20_000, 5);
     stop.abort(new Error('stopped halfway'));
     await expect(interrupted).rejects.toThrow('stopped halfway');
     await sandbox.control.setFaults({});
-    const mid = await readCheckpoint(db.knex, db, RECONCILE_JOB);
+    const mid = await readCheckpoint(db.knex, db, JOB.reconcile);
     expect(mid.cursor).not.toBeNull();
     expect(mid.walkStartedAt).not.toBeNull();
     expect(await removedIds()).not.toContain(victim);

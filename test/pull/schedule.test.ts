@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/schema.js';
 import type { Db } from '../../src/db/connect.js';
+import { Scheduler } from '../../src/jobs/scheduler.js';
 import { makeMetrics } from '../../src/metrics.js';
 import { makePartnerApi, type PartnerApi, partnerApiOptions } from '../../src/partner-api/client.js';
-import { schedulePullJobs } from '../../src/pull/schedule.js';
-import { Scheduler } from '../../src/scheduler.js';
+import { pullJobSpecs } from '../../src/pull/jobs.js';
 import { formatStatus, readStatus } from '../../src/status/report.js';
 import { freshDb } from '../helpers/db.js';
 import { quietLog } from '../helpers/log.js';
@@ -17,7 +17,7 @@ describe('scheduled pull jobs', () => {
   let db: Db;
   let api: PartnerApi;
   const metrics = makeMetrics();
-  const scheduler = new Scheduler(quietLog, metrics);
+  let scheduler: Scheduler;
   beforeAll(async () => {
     sandbox = await testSandbox({ seedReviews: 1_000, seed: 21 });
     db = await freshDb();
@@ -30,10 +30,13 @@ describe('scheduled pull jobs', () => {
       SYNC_RECONCILE_CRON: 'off',
     });
     api = makePartnerApi(partnerApiOptions(config, quietLog, metrics));
-    schedulePullJobs({ db, api, log: quietLog, metrics, config, scheduler });
+    scheduler = new Scheduler({ db, log: quietLog, metrics });
+    const ctx = { db, api, log: quietLog, metrics, overlapMs: config.sync.overlapMs, detailConcurrency: 4 };
+    for (const spec of pullJobSpecs(ctx, config.sync)) scheduler.add(spec);
+    scheduler.start();
   });
   afterAll(async () => {
-    await scheduler.stop(1_000);
+    await scheduler?.stop(1_000);
     await api?.close();
     await db?.close();
     await sandbox?.close();
@@ -52,7 +55,7 @@ describe('scheduled pull jobs', () => {
     expect(text).toContain('review_mirror_api_requests_total{route="GET /reviews",status="200"} 10');
     expect(text).toContain('review_mirror_reviews_upserted_total{source="feed",outcome="inserted"} 1000');
     expect(text).toMatch(/review_mirror_newest_review_timestamp_seconds 17\d{8}/);
-    expect(text).toMatch(/review_mirror_last_complete_walk_timestamp_seconds\{job="reviews"\} \d+/);
+    expect(text).toMatch(/review_mirror_last_complete_walk_timestamp_seconds\{sync_job="reviews"\} \d+/);
   });
 
   it('shows the job and the mirror in status', async () => {

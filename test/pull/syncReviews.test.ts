@@ -1,10 +1,11 @@
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
+import { JOB } from '../../src/jobs/jobNames.js';
+import type { RunCounts } from '../../src/jobs/runCounts.js';
+import { runJob } from '../../src/jobs/runner.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
-import type { RunCounts } from '../../src/pull/context.js';
-import { runJob } from '../../src/pull/runJob.js';
-import { REVIEWS_JOB, syncReviews } from '../../src/pull/syncReviews.js';
+import { syncReviews } from '../../src/pull/syncReviews.js';
 import { readCheckpoint } from '../../src/pull/syncStateSql.js';
 import { freshDb } from '../helpers/db.js';
 import { quietLog } from '../helpers/log.js';
@@ -30,17 +31,21 @@ describe('incremental review sync against the sandbox', () => {
 
   const sync = async (signal?: AbortSignal): Promise<RunCounts> =>
     (
-      await runJob(db, quietLog, REVIEWS_JOB, (c, s) => syncReviews(pullContext(db, api), c, s), {
-        wait: true,
-        signal,
-      })
+      await runJob(
+        { db: db, log: quietLog },
+        { name: JOB.reviews, run: (c, s) => syncReviews(pullContext(db, api), c, s) },
+        {
+          wait: true,
+          signal,
+        },
+      )
     ).counts;
 
   it('mirrors a 20,000-review feed exactly: decimals, nulls, unicode, ties', async () => {
     const counts = await sync();
     expect(counts).toMatchObject({ pages: 200, fetched: 20_000, inserted: 20_000 });
     expect(await expectExactMirror(db, sandbox)).toBe(20_000);
-    const state = await readCheckpoint(db.knex, db, REVIEWS_JOB);
+    const state = await readCheckpoint(db.knex, db, JOB.reviews);
     expect(state.cursor).toBeNull();
     const newest = (await sandbox.control.visibleReviews(sandbox.companyId))[0]!;
     expect(state.watermark?.toISOString()).toBe(newest.created_at);
@@ -62,7 +67,7 @@ describe('incremental review sync against the sandbox', () => {
     ]);
     const before = Date.now();
     await sync();
-    const state = await readCheckpoint(db.knex, db, REVIEWS_JOB);
+    const state = await readCheckpoint(db.knex, db, JOB.reviews);
     expect(state.watermark!.getTime()).toBeLessThanOrEqual(Date.now());
     expect(state.watermark!.getTime()).toBeGreaterThanOrEqual(before - 1_000);
     const [next] = await sandbox.control.submitReviews(sandbox.companyId, [{ comment: 'created after it' }]);
@@ -81,7 +86,7 @@ describe('incremental review sync against the sandbox', () => {
   });
 
   it('picks up new reviews, late ones inside the overlap, and ties on the watermark', async () => {
-    const state = await readCheckpoint(db.knex, db, REVIEWS_JOB);
+    const state = await readCheckpoint(db.knex, db, JOB.reviews);
     const watermark = state.watermark!.getTime();
     const at = (ms: number) => new Date(ms).toISOString();
     await sandbox.control.submitReviews(sandbox.companyId, [
@@ -116,10 +121,14 @@ describe('incremental review sync against the sandbox', () => {
     });
 
     const syncInto = (target: Db, signal?: AbortSignal) =>
-      runJob(target, quietLog, REVIEWS_JOB, (c, s) => syncReviews(pullContext(target, companyApi), c, s), {
-        wait: true,
-        signal,
-      });
+      runJob(
+        { db: target, log: quietLog },
+        { name: JOB.reviews, run: (c, s) => syncReviews(pullContext(target, companyApi), c, s) },
+        {
+          wait: true,
+          signal,
+        },
+      );
     const storedCount = async (target: Db) =>
       Number((await target.knex(target.table('reviews')).count({ n: '*' }))[0]!.n);
 
@@ -150,17 +159,17 @@ describe('incremental review sync against the sandbox', () => {
         await waitFor(async () => (await storedCount(fresh)) >= 1_000);
         stop.abort(new Error('stop'));
         await expect(interrupted).rejects.toThrow('stop');
-        const mid = await readCheckpoint(fresh.knex, fresh, REVIEWS_JOB);
+        const mid = await readCheckpoint(fresh.knex, fresh, JOB.reviews);
         expect(mid.cursor).not.toBeNull();
         expect(mid.watermark).toBeNull();
-        const failed = await fresh.knex(fresh.table('sync_runs')).where({ job: REVIEWS_JOB }).first();
+        const failed = await fresh.knex(fresh.table('sync_runs')).where({ job: JOB.reviews }).first();
         expect(failed).toMatchObject({ outcome: 'failed', error: 'stop' });
 
         const resumed = await syncInto(fresh);
         expect(resumed.counts.resumed).toBe(1);
         expect(resumed.counts.pages).toBeLessThanOrEqual(21);
         expect(await expectExactMirror(fresh, sandbox, company.company_id)).toBeGreaterThanOrEqual(3_000);
-        expect((await readCheckpoint(fresh.knex, fresh, REVIEWS_JOB)).cursor).toBeNull();
+        expect((await readCheckpoint(fresh.knex, fresh, JOB.reviews)).cursor).toBeNull();
       } finally {
         await fresh.close();
       }

@@ -6,7 +6,6 @@ import { makeMetrics } from '../../src/metrics.js';
 import { makePartnerApi, type PartnerApi, partnerApiOptions } from '../../src/partner-api/client.js';
 import { syncReviews } from '../../src/pull/syncReviews.js';
 import type { SandboxControl } from '../../src/sandbox/controlClient.js';
-import { Scheduler } from '../../src/scheduler.js';
 import { checkWebhookHealth } from '../../src/webhooks/health.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../src/webhooks/receiver.js';
 import { signDelivery } from '../../src/webhooks/signature.js';
@@ -22,7 +21,6 @@ describe('webhook receiver with the sandbox delivering', () => {
   let db: Db;
   let api: PartnerApi;
   let receiver: WebhookReceiver;
-  let scheduler: Scheduler;
   const metrics = makeMetrics();
   const scrubber = new SecretScrubber();
   const log = makeLogger({ level: 'silent', scrubber });
@@ -39,12 +37,10 @@ describe('webhook receiver with the sandbox delivering', () => {
       WEBHOOK_HEALTH_CRON: 'off',
     });
     api = makePartnerApi(partnerApiOptions(config, log));
-    scheduler = new Scheduler(log, metrics);
-    receiver = await startWebhookReceiver({ config, log, scrubber, db, metrics, scheduler, api });
+    receiver = await startWebhookReceiver({ config, log, scrubber, db, metrics, api });
   });
   afterAll(async () => {
     await sandbox?.close();
-    await scheduler?.stop(1000);
     await receiver?.close();
     await api?.close();
     await db?.close();

@@ -6,7 +6,6 @@ import { parseConfig } from '../../src/config/schema.js';
 import type { Db } from '../../src/db/connect.js';
 import { makeLogger, SecretScrubber } from '../../src/log.js';
 import { makeMetrics } from '../../src/metrics.js';
-import { Scheduler } from '../../src/scheduler.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../src/webhooks/receiver.js';
 import { freshDb } from '../helpers/db.js';
 import { makeReview, signedDelivery } from './helpers.js';
@@ -21,7 +20,6 @@ describe('webhook receiver over HTTPS', () => {
   const scrubber = new SecretScrubber();
   const log = makeLogger({ level: 'silent', scrubber });
   const metrics = makeMetrics();
-  const scheduler = new Scheduler(log, metrics);
 
   beforeAll(async () => {
     db = await freshDb();
@@ -32,7 +30,7 @@ describe('webhook receiver over HTTPS', () => {
       TLS_CERT_FILE: fixture('cert.pem'),
       TLS_KEY_FILE: fixture('key.pem'),
     });
-    receiver = await startWebhookReceiver({ config, log, scrubber, db, metrics, scheduler, api: undefined });
+    receiver = await startWebhookReceiver({ config, log, scrubber, db, metrics, api: undefined });
   });
   afterAll(async () => {
     await receiver?.close();

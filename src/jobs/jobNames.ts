@@ -1,0 +1,14 @@
+/**
+ * The one name of every scheduled job: the scheduler's task, the cluster lock key, `sync_runs.job`,
+ * `sync_state.job`, the `sync_job` metric label and the logs all use it. The stored names key
+ * existing rows, so they never change.
+ */
+export const JOB = {
+  reviews: 'reviews',
+  reconcile: 'reviews:reconcile',
+  locations: 'locations',
+  professionals: 'professionals',
+  webhookHealth: 'webhook-health',
+} as const;
+
+export type JobName = (typeof JOB)[keyof typeof JOB];

@@ -1,0 +1,119 @@
+import type { Db } from '../db/connect.js';
+import { describeError, FatalError } from '../errors.js';
+import type { Logger, SecretScrubber } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import type { RunCounts } from './runCounts.js';
+import { type ErrorKind, finishRun, startRun } from './syncRunsSql.js';
+
+export type JobBody = (counts: RunCounts, signal?: AbortSignal) => Promise<void>;
+
+/** A job as the runner sees it: its one name, its body, whether it runs on one replica at a time. */
+export interface RunnableJob {
+  readonly name: string;
+  readonly run: JobBody;
+  /**
+   * Exclusive jobs (the default) take the job's cluster lock and record every run in `sync_runs`.
+   * A job that is not exclusive runs on every replica and records nothing but metrics.
+   */
+  readonly exclusive?: boolean;
+}
+
+export type JobRun =
+  | { job: string; outcome: 'success'; counts: RunCounts }
+  | { job: string; outcome: 'skipped'; counts: RunCounts };
+
+/** Outcomes of the `review_mirror_job_runs_total` counter. */
+export type JobOutcome = 'success' | 'skipped' | 'retryable_failure' | 'fatal_failure';
+
+export interface RunnerDeps {
+  readonly db: Db;
+  readonly log: Logger;
+  /** Absent for a one-shot CLI run, which has no registry. */
+  readonly metrics?: Pick<Metrics, 'jobRuns' | 'jobDuration' | 'jobRunning' | 'jobLastSuccess'> | undefined;
+  /** Error texts come from outside (a platform's error body) and are stored: scrubbed first. */
+  readonly scrubber?: SecretScrubber | undefined;
+}
+
+export const jobLockKey = (db: Db, job: string) => `review-mirror:job:${job}:${db.schema}`;
+
+/**
+ * Fatal errors (a bad API key, a contract the platform broke, bad configuration) will fail every
+ * run until someone acts; anything else — the platform or the database unavailable, a connection
+ * lost — may pass, and the next tick retries.
+ */
+export function errorKindOf(error: unknown): ErrorKind {
+  return error instanceof FatalError || (error as { name?: unknown } | null)?.name === 'ConfigError'
+    ? 'fatal'
+    : 'retryable';
+}
+
+/** Counts a run that did not happen because the job is already running (here or on another replica). */
+export function countSkipped(deps: RunnerDeps, job: string, where: 'process' | 'replica'): void {
+  deps.metrics?.jobRuns.inc({ sync_job: job, outcome: 'skipped' satisfies JobOutcome });
+  const message =
+    where === 'process' ? 'job still running; tick skipped' : 'job is running in another replica; skipped';
+  deps.log.info({ job }, message);
+}
+
+/**
+ * Runs one job: under its cluster lock when exclusive (`wait: false`, the daemon: skip when another
+ * replica holds it; `wait: true`, the CLI: queue for it), recording the run in `sync_runs` with its
+ * counts and, on failure, the scrubbed one-line error and whether it is retryable or fatal. The
+ * only place that moves the job metrics. A failure is recorded, logged, counted, then rethrown.
+ */
+export async function runJob(
+  deps: RunnerDeps,
+  job: RunnableJob,
+  options: { wait: boolean; signal?: AbortSignal },
+): Promise<JobRun> {
+  const { db, log, metrics } = deps;
+  const name = job.name;
+  const counts: RunCounts = {};
+  const execute = async (): Promise<JobRun> => {
+    const runId = job.exclusive === false ? undefined : await startRun(db.knex, db, name);
+    const startedAt = Date.now();
+    const endTimer = metrics?.jobDuration.startTimer({ sync_job: name });
+    metrics?.jobRunning.set({ sync_job: name }, 1);
+    log.info({ job: name }, 'job started');
+    try {
+      await job.run(counts, options.signal);
+    } catch (error) {
+      const kind = errorKindOf(error);
+      const text = deps.scrubber?.scrub(describeError(error)) ?? describeError(error);
+      metrics?.jobRuns.inc({ sync_job: name, outcome: `${kind}_failure` satisfies JobOutcome });
+      if (runId !== undefined) {
+        await finishRun(db.knex, db, runId, { ok: false, kind, error: text, counts }).catch((e: unknown) =>
+          log.error({ job: name, err: e }, 'could not record the failed run'),
+        );
+      }
+      if (kind === 'fatal') {
+        log.error(
+          { job: name, err: error, errorKind: kind },
+          'job failed; retrying will not help until this is fixed',
+        );
+      } else {
+        log.warn({ job: name, err: error, errorKind: kind }, 'job failed; the next run retries');
+      }
+      throw error;
+    } finally {
+      metrics?.jobRunning.set({ sync_job: name }, 0);
+      endTimer?.();
+    }
+    if (runId !== undefined) await finishRun(db.knex, db, runId, { ok: true, counts });
+    metrics?.jobRuns.inc({ sync_job: name, outcome: 'success' satisfies JobOutcome });
+    metrics?.jobLastSuccess.set({ sync_job: name }, Date.now() / 1000);
+    log.info({ job: name, counts, ms: Date.now() - startedAt }, 'job finished');
+    return { job: name, outcome: 'success', counts };
+  };
+
+  if (job.exclusive === false) return execute();
+  const key = jobLockKey(db, name);
+  const attempt = await db.tryWithLock(key, execute);
+  if (attempt.acquired) return attempt.value;
+  if (options.wait) {
+    log.info({ job: name }, 'job is running in another process; waiting for it');
+    return db.withLock(key, execute);
+  }
+  countSkipped(deps, name, 'replica');
+  return { job: name, outcome: 'skipped', counts };
+}

@@ -1,0 +1,94 @@
+import cron, { type ScheduledTask } from 'node-cron';
+import { countSkipped, type RunnableJob, type RunnerDeps, runJob } from './runner.js';
+
+/** A job of the daemon: what to run, and when. Features export their specs; `daemon.ts` registers them. */
+export interface JobSpec extends RunnableJob {
+  /** A cron expression, or "off" to disable the job. */
+  readonly schedule: string;
+  /** Also run once as soon as the scheduler starts, instead of waiting for the first tick. */
+  readonly runAtStart?: boolean;
+}
+
+/**
+ * Runs the registered jobs on their cron expressions through the runner. A job never runs twice at
+ * once in this process (a tick that finds it running is skipped and counted), a failing job never
+ * crashes the process (the runner has recorded and counted it), nothing starts once `stop` began,
+ * and `stop` waits for the runs in flight, aborting them after the grace period.
+ */
+export class Scheduler {
+  readonly #deps: RunnerDeps;
+  readonly #specs = new Map<string, JobSpec>();
+  readonly #tasks: ScheduledTask[] = [];
+  readonly #running = new Map<string, Promise<void>>();
+  readonly #abort = new AbortController();
+  #started = false;
+  #stopping = false;
+
+  constructor(deps: RunnerDeps) {
+    this.#deps = deps;
+  }
+
+  /** Registers `spec`; it is scheduled by `start` (or at once, if already started). */
+  add(spec: JobSpec): void {
+    if (this.#specs.has(spec.name)) throw new Error(`job ${spec.name} is registered twice`);
+    this.#specs.set(spec.name, spec);
+    if (this.#started) this.#schedule(spec);
+  }
+
+  /** Starts the cron ticks of every registered job, and the runs due at start. */
+  start(): void {
+    if (this.#started || this.#stopping) return;
+    this.#started = true;
+    for (const spec of this.#specs.values()) this.#schedule(spec);
+  }
+
+  #schedule(spec: JobSpec): void {
+    if (spec.schedule === 'off') {
+      this.#deps.log.info({ job: spec.name }, 'job disabled');
+      return;
+    }
+    const task = cron.schedule(spec.schedule, () => void this.trigger(spec.name), {
+      name: spec.name,
+      noOverlap: false,
+    });
+    this.#tasks.push(task);
+    if (spec.runAtStart) void this.trigger(spec.name);
+  }
+
+  /** Runs the job now unless it is already running here; resolves when that run ends, never rejects. */
+  trigger(name: string): Promise<void> {
+    const spec = this.#specs.get(name);
+    if (spec === undefined) throw new Error(`no job named ${name}`);
+    if (this.#stopping) return Promise.resolve();
+    const current = this.#running.get(name);
+    if (current) {
+      countSkipped(this.#deps, name, 'process');
+      return current;
+    }
+    const run = runJob(this.#deps, spec, { wait: false, signal: this.#abort.signal })
+      .then(() => {})
+      .catch(() => {}) // recorded, counted and logged by the runner
+      .finally(() => this.#running.delete(name));
+    this.#running.set(name, run);
+    return run;
+  }
+
+  /** Stops scheduling, waits up to `graceMs` for runs in flight, then aborts them and waits again. */
+  async stop(graceMs: number): Promise<void> {
+    this.#stopping = true;
+    for (const task of this.#tasks) await task.stop();
+    const inFlight = [...this.#running.values()];
+    if (inFlight.length === 0) {
+      this.#abort.abort();
+      return;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, graceMs);
+    });
+    await Promise.race([Promise.allSettled(inFlight), graceOver]);
+    clearTimeout(timer);
+    this.#abort.abort();
+    await Promise.allSettled(inFlight);
+  }
+}
