@@ -2,6 +2,7 @@ import type { Db } from '../db/connect.js';
 import { describeError, FatalError } from '../errors.js';
 import type { Logger, SecretScrubber } from '../log.js';
 import type { Metrics } from '../metrics.js';
+import type { JobName } from './jobNames.js';
 import type { RunCounts } from './runCounts.js';
 import { type ErrorKind, finishRun, startRun } from './syncRunsSql.js';
 
@@ -9,7 +10,7 @@ export type JobBody = (counts: RunCounts, signal?: AbortSignal) => Promise<void>
 
 /** A job as the runner sees it: its one name, its body, whether it runs on one replica at a time. */
 export interface RunnableJob {
-  readonly name: string;
+  readonly name: JobName;
   readonly run: JobBody;
   /**
    * Exclusive jobs (the default) take the job's cluster lock and record every run in `sync_runs`.
