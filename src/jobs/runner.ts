@@ -60,7 +60,8 @@ export function countSkipped(deps: RunnerDeps, job: string, where: 'process' | '
  * Runs one job: under its cluster lock when exclusive (`wait: false`, the daemon: skip when another
  * replica holds it; `wait: true`, the CLI: queue for it), recording the run in `sync_runs` with its
  * counts and, on failure, the scrubbed one-line error and whether it is retryable or fatal. The
- * only place that moves the job metrics. A failure is recorded, logged, counted, then rethrown.
+ * only place that moves the job metrics. A failure is recorded and counted, then rethrown for the
+ * caller to report (the scheduler logs it; the CLI prints its one line).
  */
 export async function runJob(
   deps: RunnerDeps,
@@ -75,7 +76,7 @@ export async function runJob(
     const startedAt = Date.now();
     const endTimer = metrics?.jobDuration.startTimer({ sync_job: name });
     metrics?.jobRunning.set({ sync_job: name }, 1);
-    log.info({ job: name }, 'job started');
+    log.info({ job: name }, 'sync job started');
     try {
       await job.run(counts, options.signal);
     } catch (error) {
@@ -87,14 +88,6 @@ export async function runJob(
           log.error({ job: name, err: e }, 'could not record the failed run'),
         );
       }
-      if (kind === 'fatal') {
-        log.error(
-          { job: name, err: error, errorKind: kind },
-          'job failed; retrying will not help until this is fixed',
-        );
-      } else {
-        log.warn({ job: name, err: error, errorKind: kind }, 'job failed; the next run retries');
-      }
       throw error;
     } finally {
       metrics?.jobRunning.set({ sync_job: name }, 0);
@@ -103,7 +96,7 @@ export async function runJob(
     if (runId !== undefined) await finishRun(db.knex, db, runId, { ok: true, counts });
     metrics?.jobRuns.inc({ sync_job: name, outcome: 'success' satisfies JobOutcome });
     metrics?.jobLastSuccess.set({ sync_job: name }, Date.now() / 1000);
-    log.info({ job: name, counts, ms: Date.now() - startedAt }, 'job finished');
+    log.info({ job: name, counts, ms: Date.now() - startedAt }, 'sync job finished');
     return { job: name, outcome: 'success', counts };
   };
 

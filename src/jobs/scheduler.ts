@@ -1,11 +1,11 @@
 import cron, { type ScheduledTask } from 'node-cron';
-import { countSkipped, type RunnableJob, type RunnerDeps, runJob } from './runner.js';
+import { countSkipped, errorKindOf, type RunnableJob, type RunnerDeps, runJob } from './runner.js';
 
 /** A job of the daemon: what to run, and when. Features export their specs; `daemon.ts` registers them. */
 export interface JobSpec extends RunnableJob {
   /** A cron expression, or "off" to disable the job. */
   readonly schedule: string;
-  /** Also run once as soon as the scheduler starts, instead of waiting for the first tick. */
+  /** Also run once as soon as the scheduler starts, even when the schedule is "off". */
   readonly runAtStart?: boolean;
 }
 
@@ -44,14 +44,14 @@ export class Scheduler {
 
   #schedule(spec: JobSpec): void {
     if (spec.schedule === 'off') {
-      this.#deps.log.info({ job: spec.name }, 'job disabled');
-      return;
+      this.#deps.log.info({ job: spec.name, runAtStart: spec.runAtStart === true }, 'job not scheduled');
+    } else {
+      const task = cron.schedule(spec.schedule, () => void this.trigger(spec.name), {
+        name: spec.name,
+        noOverlap: false,
+      });
+      this.#tasks.push(task);
     }
-    const task = cron.schedule(spec.schedule, () => void this.trigger(spec.name), {
-      name: spec.name,
-      noOverlap: false,
-    });
-    this.#tasks.push(task);
     if (spec.runAtStart) void this.trigger(spec.name);
   }
 
@@ -66,8 +66,20 @@ export class Scheduler {
       return current;
     }
     const run = runJob(this.#deps, spec, { wait: false, signal: this.#abort.signal })
-      .then(() => {})
-      .catch(() => {}) // recorded, counted and logged by the runner
+      .then(
+        () => {},
+        (error: unknown) => {
+          // Recorded and counted by the runner; a job failure never takes the process down.
+          if (errorKindOf(error) === 'fatal') {
+            this.#deps.log.error(
+              { job: name, err: error },
+              'job failed; retrying will not help until this is fixed',
+            );
+          } else {
+            this.#deps.log.warn({ job: name, err: error }, 'job failed; the next run retries');
+          }
+        },
+      )
       .finally(() => this.#running.delete(name));
     this.#running.set(name, run);
     return run;

@@ -53,7 +53,7 @@ export function pullJobs(ctx: PullContext, target: SyncTarget, full: boolean): R
  */
 export function pullJobSpecs(ctx: PullContext, sync: Config['sync']): JobSpec[] {
   return [
-    { ...reviewsJob(ctx), schedule: sync.reviewsCron, runAtStart: true },
+    { ...reviewsJob(ctx), schedule: sync.reviewsCron, runAtStart: sync.reviewsCron !== 'off' },
     { ...locationsJob(ctx), schedule: sync.directoryCron },
     { ...professionalsJob(ctx, false), schedule: sync.directoryCron },
     { ...reconcileJob(ctx), schedule: sync.reconcileCron },

@@ -86,7 +86,8 @@ export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookR
       name: JOB.webhookHealth,
       schedule: config.webhook.healthCron,
       // Registers WEBHOOK_PUBLIC_URL and fills the gauges at once, while the receiver already
-      // serves; a platform that is down only delays this (the next tick tries again).
+      // serves, even with the poll "off"; a platform that is down only delays this (the next tick
+      // tries again).
       runAtStart: true,
       run: (counts, signal) => healthJob(api, counts, signal),
     });
