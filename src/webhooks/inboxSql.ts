@@ -9,6 +9,11 @@ export interface Delivery {
   readonly event: ReviewCreatedEvent;
   /** The body exactly as received (and signed). */
   readonly body: string;
+  /**
+   * The platform-side time of this version of the review: the verified X-EE-Timestamp, never later
+   * than when it reached us. A delivery can then never outrank a later reading of the feed.
+   */
+  readonly observedAt: Date;
 }
 
 export type DeliveryOutcome = 'accepted' | 'duplicate';
@@ -43,7 +48,7 @@ export async function storeDeliveries(
         candidates.map((d) => ({
           review_id: d.event.data.id,
           event: d.event.event,
-          event_at: eventTime(d),
+          event_at: d.observedAt,
           body: d.body,
         })),
       )
@@ -55,7 +60,7 @@ export async function storeDeliveries(
     await upsertReviews(
       trx,
       db,
-      deliveries.map((d) => toReviewRow(d.event.data, eventTime(d))),
+      deliveries.map((d) => toReviewRow(d.event.data, d.observedAt)),
       'webhook',
     );
 
@@ -64,9 +69,4 @@ export async function storeDeliveries(
       return firstOfEvent.get(key) === index && fresh.has(key) ? 'accepted' : 'duplicate';
     });
   });
-}
-
-/** The platform-side time of this version of the review: the event's own timestamp. */
-function eventTime(d: Delivery): Date {
-  return new Date(d.event.timestamp * 1000);
 }

@@ -39,7 +39,7 @@ const OTHER_METHODS = ['GET', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
  * The public receiver: `POST <path>` with a signed review.created delivery. The body is read as raw
  * bytes (never parsed before the signature is checked), and a 200 is sent only after the delivery
  * committed. Refusals store nothing: 405 method, 415 content type, 413 size, 401 signature or
- * timestamp, 400 body; 503 when the commit failed or we are shutting down (the platform retries).
+ * timestamp, 400 body (or a body timestamp other than the signed one); 503 when the commit failed or we are shutting down (the platform retries).
  */
 export function makeWebhookServer(options: WebhookServerOptions): FastifyInstance {
   const { log, metrics } = options;
@@ -121,13 +121,26 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
 
     const parsed = parseEvent(body);
     if (!parsed.ok) return refuse(reply, 400, parsed.reason, { detail: parsed.detail });
+    // Only the signed header time counts: the body's `timestamp` is not covered by the tolerance
+    // check, and one in milliseconds would date the review in the year 58862, beyond any
+    // correction by the feed. A body that disagrees with its header is refused.
+    if (parsed.event.timestamp !== verified.timestamp) {
+      return refuse(reply, 400, 'timestamp_mismatch', {
+        detail: 'body timestamp differs from X-EE-Timestamp',
+      });
+    }
+    const observedAt = new Date(Math.min(verified.timestamp * 1000, Date.now()));
     const eventHeader = header(request.headers['x-ee-event']);
     if (eventHeader !== undefined && eventHeader !== REVIEW_CREATED) {
       return refuse(reply, 400, 'invalid_event', { detail: 'X-EE-Event is not review.created' });
     }
 
     try {
-      const outcome = await options.inbox.submit({ event: parsed.event, body: body.toString('utf8') });
+      const outcome = await options.inbox.submit({
+        event: parsed.event,
+        body: body.toString('utf8'),
+        observedAt,
+      });
       return reply.code(200).send({ status: outcome });
     } catch (error) {
       const reason = error instanceof InboxClosedError ? 'shutting_down' : 'commit_failed';

@@ -111,7 +111,7 @@ describe('webhook receiver over HTTP', () => {
     const newer = makeReview({ comment: 'newer' });
     const older = { ...newer, comment: 'older' };
     const dNewer = signedDelivery(SECRET, newer, { timestamp: now, eventTimestamp: now });
-    const dOlder = signedDelivery(SECRET, older, { timestamp: now, eventTimestamp: now - 60 });
+    const dOlder = signedDelivery(SECRET, older, { timestamp: now - 60 });
     expect((await post(dNewer.headers, dNewer.body)).status).toBe(200);
     expect((await post(dOlder.headers, dOlder.body)).status).toBe(200);
     const row = await db.knex(db.table('reviews')).where({ id: newer.id }).first();
@@ -132,6 +132,20 @@ describe('webhook receiver over HTTP', () => {
     expect((await post(dLate.headers, dLate.body)).status).toBe(401);
     expect(await stored(c.id)).toEqual({ reviews: 0, inbox: 0 });
     secrets = [SECRET];
+  });
+
+  it('dates a version by the signed time, never later than its arrival, so a later feed reading wins', async () => {
+    // Signed 4 minutes ahead: within the tolerance, yet it must not outrank what the feed reads next.
+    const ahead = Math.floor(Date.now() / 1000) + 240;
+    const review = makeReview({ comment: 'from a fast clock' });
+    const d = signedDelivery(SECRET, review, { timestamp: ahead });
+    const before = Date.now();
+    expect((await post(d.headers, d.body)).status).toBe(200);
+    const row = await db.knex(db.table('reviews')).where({ id: review.id }).first();
+    expect(row.observed_at.getTime()).toBeLessThanOrEqual(Date.now());
+    expect(row.observed_at.getTime()).toBeGreaterThanOrEqual(before - 1_000);
+    const inbox = await db.knex(db.table('webhook_inbox')).where({ review_id: review.id }).first();
+    expect(inbox.event_at.getTime()).toBe(row.observed_at.getTime());
   });
 
   describe('refuses without storing anything', () => {
@@ -204,6 +218,30 @@ describe('webhook receiver over HTTP', () => {
         status: 401,
         reason: 'stale_timestamp',
         build: (r) => signedDelivery(SECRET, r, { timestamp: Math.floor(Date.now() / 1000) + 3600 }),
+      },
+      {
+        name: 'signed body whose timestamp is in milliseconds',
+        status: 400,
+        reason: 'timestamp_mismatch',
+        build: (r) => {
+          const now = Math.floor(Date.now() / 1000);
+          return signedDelivery(SECRET, r, { timestamp: now, eventTimestamp: now * 1000 });
+        },
+      },
+      {
+        name: 'signed body with a 15-digit timestamp',
+        status: 400,
+        reason: 'timestamp_mismatch',
+        build: (r) => signedDelivery(SECRET, r, { eventTimestamp: 999_999_999_999_999 }),
+      },
+      {
+        name: 'signed body whose timestamp is not the signed one',
+        status: 400,
+        reason: 'timestamp_mismatch',
+        build: (r) => {
+          const now = Math.floor(Date.now() / 1000);
+          return signedDelivery(SECRET, r, { timestamp: now, eventTimestamp: now - 1 });
+        },
       },
       {
         name: 'signed body that is not JSON',
