@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 import { CommanderError } from 'commander';
-import { ConfigError } from './config/schema.js';
+import { loadConfig } from './config/load.js';
+import { ConfigError, configSecrets } from './config/schema.js';
 import { describeError } from './errors.js';
+import { SecretScrubber } from './log.js';
 import { buildProgram } from './program.js';
 
 /** Every failure ends as one line on stderr: exit 2 for configuration, 1 for anything else. */
@@ -13,8 +15,20 @@ async function main(argv: string[]): Promise<void> {
       process.exitCode = error.exitCode;
       return;
     }
-    process.stderr.write(`review-mirror: ${describeError(error)}\n`);
+    process.stderr.write(`review-mirror: ${scrubberOfEnvironment().scrub(describeError(error))}\n`);
     process.exitCode = error instanceof ConfigError ? 2 : 1;
+  }
+}
+
+/**
+ * An error's text may come from outside (a platform echoing the API key, a driver quoting the
+ * connection string): the last line is scrubbed of every configured secret, like the logs.
+ */
+function scrubberOfEnvironment(): SecretScrubber {
+  try {
+    return new SecretScrubber(configSecrets(loadConfig(process.env)));
+  } catch {
+    return new SecretScrubber(); // a configuration error: its message never echoes a value
   }
 }
 

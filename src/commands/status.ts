@@ -10,9 +10,9 @@ export function statusCommand(): Command {
     .action(
       commandAction(async (ctx, opts: { json?: boolean }) => {
         const report = await withDb(ctx, readStatus);
-        process.stdout.write(
-          opts.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatStatus(report)}\n`,
-        );
+        // Stored texts (a run's error, a webhook's last_error) came from outside: scrubbed again.
+        const text = opts.json ? JSON.stringify(report, null, 2) : formatStatus(report);
+        process.stdout.write(`${ctx.scrubber.scrub(text)}\n`);
       }),
     );
 }

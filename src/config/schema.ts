@@ -38,6 +38,20 @@ const httpUrl = z
   .trim()
   .refine((v) => URL.canParse(v) && /^https?:$/.test(new URL(v).protocol), 'must be an http(s) URL');
 
+/** Why a postgres:// URL cannot be used, or undefined; never repeats the URL (it holds the password). */
+function databaseUrlProblem(value: string): string | undefined {
+  if (!URL.canParse(value)) return 'not a URL';
+  const url = new URL(value);
+  try {
+    decodeURIComponent(url.username);
+    decodeURIComponent(url.password);
+    decodeURIComponent(url.pathname);
+  } catch {
+    return 'a bad percent-escape';
+  }
+  return undefined;
+}
+
 const optionalText = z
   .string()
   .trim()
@@ -50,12 +64,22 @@ const identifier = z
   .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier (letters, digits, _)');
 
 export const envSchema = z.object({
-  REVIEWS_API_URL: httpUrl.optional(),
+  REVIEWS_API_URL: httpUrl
+    .refine(
+      (v) => !URL.canParse(v) || !/\/api\/v1\/partner\/*$/.test(new URL(v).pathname),
+      "must be the platform's base URL, without /api/v1/partner (review-mirror appends it)",
+    )
+    .optional(),
   REVIEWS_API_KEY: optionalText,
   DATABASE_URL: z
     .string()
     .trim()
     .refine((v) => v === '' || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// URL')
+    .refine(
+      (v) => v === '' || databaseUrlProblem(v) === undefined,
+      // The value holds the password: the message says what is wrong, never what was given.
+      'must be a valid postgres:// URL (postgres://user:password@host:5432/database, the password percent-encoded)',
+    )
     .transform((v) => (v === '' ? undefined : v))
     .optional(),
   DB_SCHEMA: identifier.default('review_mirror'),
@@ -164,6 +188,11 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(`invalid configuration: ${variable} ${issue.message}`);
   }
   const e = result.data;
+  if (e.HTTP_PORT !== 0 && e.HTTP_PORT === e.ADMIN_PORT) {
+    throw new ConfigError(
+      `invalid configuration: HTTP_PORT and ADMIN_PORT must differ (both are ${e.HTTP_PORT}); the admin port must never be public`,
+    );
+  }
   if ((e.TLS_CERT_FILE === undefined) !== (e.TLS_KEY_FILE === undefined)) {
     throw new ConfigError('invalid configuration: TLS_CERT_FILE and TLS_KEY_FILE must be set together');
   }

@@ -30,6 +30,10 @@ describe('parseConfig', () => {
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ SYNC_REVIEWS_CRON: 'every minute' }, 'SYNC_REVIEWS_CRON'],
     [{ TLS_CERT_FILE: '/c.pem' }, 'TLS_KEY_FILE'],
+    [{ DATABASE_URL: 'postgres://u:s3cretpw@host:notaport/db' }, 'DATABASE_URL'],
+    [{ DATABASE_URL: 'postgres://u:s3cret%zzpw@host/db' }, 'DATABASE_URL'],
+    [{ HTTP_PORT: '9000', ADMIN_PORT: '9000' }, 'HTTP_PORT and ADMIN_PORT'],
+    [{ REVIEWS_API_URL: 'https://platform.example.com/api/v1/partner/' }, 'REVIEWS_API_URL'],
   ])('rejects %o naming %s in one line', (env, variable) => {
     expect(() => parseConfig(env)).toThrow(ConfigError);
     try {
@@ -90,12 +94,28 @@ describe('the CLI on bad configuration', () => {
   it.each([
     ['HTTP_PORT', 'abc'],
     ['REVIEWS_API_URL', 'not-a-url'],
+    ['DATABASE_URL', 'postgres://u:s3cretpw@host:notaport/db'],
+    ['DATABASE_URL', 'postgres://u:s3cret%zzpw@127.0.0.1/db'],
+    ['REVIEWS_API_URL', 'https://platform.example.com/api/v1/partner'],
   ])('exits 2 with one line naming %s', async (variable, value) => {
     const result = await runCli(['status'], cliEnv({ [variable]: value, DATA_DIR: '/nonexistent' }));
     expect(result.code).toBe(2);
     const lines = result.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(new RegExp(`^review-mirror: invalid configuration: ${variable} `));
+    expect(result.stderr).not.toContain('s3cret');
+    expect(result.stdout).toBe('');
+  });
+
+  it('exits 2 naming both ports when HTTP_PORT equals ADMIN_PORT, and starts nothing', async () => {
+    const result = await runCli(
+      ['run'],
+      cliEnv({ HTTP_PORT: '18080', ADMIN_PORT: '18080', DATA_DIR: '/nonexistent' }),
+    );
+    expect(result.code).toBe(2);
+    expect(result.stderr.trim().split('\n')).toEqual([
+      'review-mirror: invalid configuration: HTTP_PORT and ADMIN_PORT must differ (both are 18080); the admin port must never be public',
+    ]);
     expect(result.stdout).toBe('');
   });
 });
