@@ -20,9 +20,17 @@ export interface RunningDaemon {
   readonly webhooks: WebhookReceiver;
   /** Where health and metrics are served, e.g. `http://127.0.0.1:9464` (ADMIN_PORT 0 resolved). */
   readonly adminUrl: string;
-  /** Stops every part in the reverse order of starting; idempotent. */
-  stop(reason: string): Promise<void>;
+  /**
+   * Stops every part in the reverse order of starting, within the grace period plus a bound for
+   * closing; idempotent. Resolves false when it had to abandon parts that did not close in time.
+   */
+  stop(reason: string): Promise<boolean>;
 }
+
+/** Beyond the grace period for jobs: how long closing the servers and the database may take. */
+const CLOSE_BOUND_MS = 5_000;
+/** After stopping, how long the event loop may take to drain before the process ends anyway. */
+const EXIT_BOUND_MS = 1_000;
 
 /**
  * Starts every part of `review-mirror run`: migrations, health and metrics, scheduled jobs.
@@ -32,16 +40,29 @@ export interface RunningDaemon {
 export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
   const { config, log } = ctx;
   const closers: Array<{ name: string; close: () => Promise<void> }> = [];
-  let stopping: Promise<void> | undefined;
-  const stop = (reason: string): Promise<void> => {
+  let stopping: Promise<boolean> | undefined;
+  const stop = (reason: string): Promise<boolean> => {
     stopping ??= (async () => {
-      log.info({ reason, graceMs: config.shutdownGraceMs }, 'shutting down');
-      for (const { name, close } of closers.reverse()) {
-        await close().catch((error: unknown) =>
-          log.error({ part: name, err: describeError(error) }, 'error while stopping'),
-        );
-      }
-      log.info('stopped');
+      const deadlineMs = config.shutdownGraceMs + CLOSE_BOUND_MS;
+      log.info({ reason, graceMs: config.shutdownGraceMs, deadlineMs }, 'shutting down');
+      const closeAll = async () => {
+        for (const { name, close } of closers.reverse()) {
+          await close().catch((error: unknown) =>
+            log.error({ part: name, err: describeError(error) }, 'error while stopping'),
+          );
+        }
+        return true;
+      };
+      // A part that hangs (a frozen database connection) must not keep the process alive.
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), deadlineMs);
+      });
+      const clean = await Promise.race([closeAll(), deadline]);
+      clearTimeout(timer);
+      if (clean) log.info('stopped');
+      else log.error({ deadlineMs }, 'shutdown deadline passed; abandoning what is still open');
+      return clean;
     })();
     return stopping;
   };
@@ -53,7 +74,8 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
     log.info({ applied, backend: db.backend, schema: db.schema }, 'database ready');
 
     const metrics = makeMetrics();
-    const admin = makeAdminServer({ db, metrics });
+    const readinessChecks: Array<() => Promise<string | undefined>> = [];
+    const admin = makeAdminServer({ db, metrics, readinessChecks });
     const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
     closers.push({ name: 'admin server', close: () => admin.close() });
     log.info({ url: adminUrl }, 'admin server listening');
@@ -66,6 +88,7 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
 
     const webhooks = await startWebhookReceiver({ ...ctx, db, metrics, api });
     closers.push({ name: 'webhook receiver', close: () => webhooks.close() });
+    readinessChecks.push(async () => webhooks.readinessProblem());
 
     // The one place where jobs are registered. Nothing runs before both servers listen, and the
     // scheduler is stopped first: no job starts once shutdown began.
@@ -98,5 +121,9 @@ export async function runDaemon(ctx: Context): Promise<void> {
     shutdown.dispose();
     throw error;
   });
-  await daemon.stop(await shutdown.received);
+  const clean = await daemon.stop(await shutdown.received);
+  // Exit 1 says work was abandoned (a part that never closed). Sockets of a frozen connection can
+  // keep the event loop alive even after a clean stop: the process ends all the same, soon.
+  process.exitCode = clean ? 0 : 1;
+  setTimeout(() => process.exit(), EXIT_BOUND_MS).unref();
 }

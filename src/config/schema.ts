@@ -84,6 +84,7 @@ export const envSchema = z.object({
     .optional(),
   DB_SCHEMA: identifier.default('review_mirror'),
   DB_POOL_MAX: positiveInt(10),
+  DB_STATEMENT_TIMEOUT_SECONDS: seconds(300),
   DATA_DIR: z.string().trim().min(1, 'must not be empty').default('./data'),
   HTTP_PORT: port(8080),
   ADMIN_PORT: port(9464),
@@ -121,6 +122,10 @@ export const envSchema = z.object({
     ),
   WEBHOOK_TOLERANCE_SECONDS: seconds(300),
   WEBHOOK_MAX_BODY_BYTES: positiveInt(1024 * 1024),
+  WEBHOOK_COMMIT_TIMEOUT_SECONDS: z.coerce
+    .number({ error: 'must be a number of seconds' })
+    .positive('must be > 0')
+    .default(5),
   WEBHOOK_PUBLIC_URL: z
     .string()
     .trim()
@@ -148,6 +153,8 @@ export interface Config {
     readonly url: string | undefined;
     readonly schema: string;
     readonly poolMax: number;
+    /** Longest a statement may run on the server (0: no limit). */
+    readonly statementTimeoutMs: number;
   };
   readonly dataDir: string;
   readonly http: { readonly host: string; readonly port: number };
@@ -167,6 +174,8 @@ export interface Config {
     readonly secrets: readonly string[];
     readonly toleranceSeconds: number;
     readonly maxBodyBytes: number;
+    /** Longest a delivery waits for its commit before it is answered 503 (the platform retries). */
+    readonly commitTimeoutMs: number;
     readonly publicUrl: string | undefined;
     readonly healthCron: string;
     readonly tlsCertFile: string | undefined;
@@ -206,7 +215,12 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       retryBudgetMs: e.API_RETRY_BUDGET_SECONDS * 1000,
       pageSize: e.API_PAGE_SIZE,
     },
-    db: { url: e.DATABASE_URL, schema: e.DB_SCHEMA, poolMax: e.DB_POOL_MAX },
+    db: {
+      url: e.DATABASE_URL,
+      schema: e.DB_SCHEMA,
+      poolMax: e.DB_POOL_MAX,
+      statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_SECONDS * 1000,
+    },
     dataDir: e.DATA_DIR,
     http: { host: e.HTTP_HOST, port: e.HTTP_PORT },
     admin: { host: e.ADMIN_HOST, port: e.ADMIN_PORT },
@@ -224,6 +238,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       secrets: e.WEBHOOK_SECRETS,
       toleranceSeconds: e.WEBHOOK_TOLERANCE_SECONDS,
       maxBodyBytes: e.WEBHOOK_MAX_BODY_BYTES,
+      commitTimeoutMs: e.WEBHOOK_COMMIT_TIMEOUT_SECONDS * 1000,
       publicUrl: e.WEBHOOK_PUBLIC_URL,
       healthCron: e.WEBHOOK_HEALTH_CRON,
       tlsCertFile: e.TLS_CERT_FILE,

@@ -37,8 +37,16 @@ export interface DbOptions {
   poolMax: number;
   /** Directory of the embedded database; `undefined` with no url means in-memory (tests). */
   dataDir: string | undefined;
+  /** Longest a statement may run on the server; 0 disables it. */
+  statementTimeoutMs?: number;
   log?: Logger;
 }
+
+/** Bounds on every connection to a PostgreSQL server, so no wait on the database is endless. */
+const CONNECT_TIMEOUT_MS = 10_000;
+const ACQUIRE_TIMEOUT_MS = 15_000;
+// A dead peer (a failover, a cut network) is noticed by TCP keepalive instead of never.
+const KEEPALIVE_DELAY_MS = 10_000;
 
 export function dbOptionsFromConfig(config: Config, log?: Logger): DbOptions {
   return {
@@ -46,19 +54,27 @@ export function dbOptionsFromConfig(config: Config, log?: Logger): DbOptions {
     schema: config.db.schema,
     poolMax: config.db.poolMax,
     dataDir: config.dataDir,
+    statementTimeoutMs: config.db.statementTimeoutMs,
     log,
   };
 }
 
 export async function openDb(options: DbOptions): Promise<Db> {
   if (options.url !== undefined) {
+    const url = options.url;
+    const log = options.log;
+    const bounds = {
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: KEEPALIVE_DELAY_MS,
+      ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
+    };
     const knex = knexFactory({
       client: 'pg',
-      connection: { connectionString: options.url, application_name: 'review-mirror' },
+      connection: { connectionString: url, application_name: 'review-mirror', ...bounds },
       pool: { min: 0, max: options.poolMax },
-      acquireConnectionTimeout: 30_000,
+      acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
     });
-    const url = options.url;
     /**
      * Runs `fn` on a session of its own holding the advisory lock `key` (`wait`: queue for it;
      * otherwise give up at once). Ending the session releases the lock even when no unlock could
@@ -69,7 +85,15 @@ export async function openDb(options: DbOptions): Promise<Db> {
       wait: boolean,
       fn: () => Promise<T>,
     ): Promise<LockAttempt<T>> => {
-      const session = new pg.Client({ connectionString: url, application_name: 'review-mirror-lock' });
+      const session = new pg.Client({
+        connectionString: url,
+        application_name: 'review-mirror-lock',
+        ...bounds,
+      });
+      // The server ending this session (a restart, a failover, pg_terminate_backend, a pooler
+      // recycling it) is an 'error' event: unhandled, it would end the whole process. The lock is
+      // gone with the session; the job's own queries fail or finish on the pool.
+      session.on('error', (error) => log?.warn({ key, err: error }, 'lock session lost'));
       await session.connect();
       try {
         if (wait) await session.query('select pg_advisory_lock(hashtextextended($1, 0))', [key]);
@@ -81,7 +105,7 @@ export async function openDb(options: DbOptions): Promise<Db> {
         }
         return { acquired: true, value: await fn() };
       } finally {
-        await session.end();
+        await session.end().catch(() => {});
       }
     };
     const withLock = async <T>(key: string, fn: () => Promise<T>): Promise<T> => {

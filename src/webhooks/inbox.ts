@@ -7,12 +7,25 @@ export class InboxClosedError extends Error {
   override readonly name = 'InboxClosedError';
 }
 
+/** The commit did not finish in time (a stalled database): answered 503, so the platform retries. */
+export class InboxTimeoutError extends Error {
+  override readonly name = 'InboxTimeoutError';
+}
+
+/** How long after its last failure a commit path with no success since counts as failing. */
+const FAILING_FOR_MS = 60_000;
+
 export interface InboxOptions {
   readonly db: Db;
   readonly log: Logger;
   readonly metrics?: Metrics;
   /** Most deliveries in one commit; the rest wait for the next one. */
   readonly maxBatch?: number;
+  /**
+   * Longest a batch waits for its commit; past it, its deliveries are answered 503 and the commit
+   * is left to finish or fail on its own, so one stalled connection cannot hold every later one.
+   */
+  readonly commitTimeoutMs?: number;
 }
 
 interface Waiter {
@@ -33,15 +46,25 @@ export class Inbox {
   readonly #log: Logger;
   readonly #metrics: Metrics | undefined;
   readonly #maxBatch: number;
+  readonly #commitTimeoutMs: number;
   #pending: Waiter[] = [];
   #flushing: Promise<void> | undefined;
   #closed = false;
+  #lastSuccessMs = 0;
+  #lastFailureMs = 0;
 
   constructor(options: InboxOptions) {
     this.#db = options.db;
     this.#log = options.log;
     this.#metrics = options.metrics;
     this.#maxBatch = options.maxBatch ?? 500;
+    this.#commitTimeoutMs = options.commitTimeoutMs ?? 5_000;
+  }
+
+  /** Why this replica should not take deliveries now (its commits are failing), or undefined. */
+  readinessProblem(nowMs = Date.now()): string | undefined {
+    const failing = this.#lastFailureMs > this.#lastSuccessMs && nowMs - this.#lastFailureMs < FAILING_FOR_MS;
+    return failing ? 'webhook inbox commits are failing' : undefined;
   }
 
   /** Resolves once the delivery is committed; rejects when the commit failed (answer 5xx). */
@@ -78,7 +101,25 @@ export class Inbox {
   async #flushAll(): Promise<void> {
     while (this.#pending.length > 0) {
       const batch = this.#pending.splice(0, this.#maxBatch);
-      await this.#commit(batch);
+      const committed = this.#commit(batch).then(() => true);
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), this.#commitTimeoutMs);
+      });
+      const inTime = await Promise.race([committed, late]);
+      clearTimeout(timer);
+      if (!inTime) {
+        // Settling a promise twice is a no-op: if the commit ends later, its outcome is ignored
+        // (a delivery that did commit is answered `duplicate` when the platform retries it).
+        this.#lastFailureMs = Date.now();
+        this.#metrics?.webhookRefusals.inc({ reason: 'commit_timeout' }, batch.length);
+        this.#log.error(
+          { batchSize: batch.length, timeoutMs: this.#commitTimeoutMs },
+          'webhook inbox commit timed out',
+        );
+        const error = new InboxTimeoutError(`commit took longer than ${this.#commitTimeoutMs} ms`);
+        for (const w of batch) w.reject(error);
+      }
     }
   }
 
@@ -91,6 +132,7 @@ export class Inbox {
         batch.map((w) => w.delivery),
       );
       endTimer?.();
+      this.#lastSuccessMs = Date.now();
       this.#metrics?.webhookBatchSize.observe(batch.length);
       batch.forEach((w, i) => {
         const outcome = outcomes[i]!;
@@ -105,6 +147,7 @@ export class Inbox {
         await this.#commit(batch.slice(half));
         return;
       }
+      this.#lastFailureMs = Date.now();
       this.#log.error({ err: error, batchSize: batch.length }, 'webhook inbox commit failed');
       for (const w of batch) w.reject(error);
     }

@@ -27,6 +27,8 @@ export interface WebhookReceiver {
   /** Where the receiver listens, e.g. `https://0.0.0.0:8080/webhooks/review-created`. */
   readonly url: string;
   readonly secrets: SigningSecrets;
+  /** Why this replica should not take deliveries now, or undefined: for `/readyz`. */
+  readinessProblem(): string | undefined;
   /** The receiver's scheduled job (the platform-side health poll), for the daemon to register. */
   readonly jobs: readonly JobSpec[];
   /** Stops accepting, lets requests in flight finish, then drains the inbox. */
@@ -57,7 +59,7 @@ export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookR
     const listed = await checkWebhookHealth({ api, db, secrets, log, metrics }, signal);
     addCount(counts, 'listed', listed.length);
   };
-  const inbox = new Inbox({ db, log, metrics });
+  const inbox = new Inbox({ db, log, metrics, commitTimeoutMs: config.webhook.commitTimeoutMs });
   const tls = loadTls(config.webhook);
   const server = makeWebhookServer({
     path: config.webhook.path,
@@ -102,6 +104,7 @@ export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookR
     url,
     secrets,
     jobs,
+    readinessProblem: () => inbox.readinessProblem(),
     close: async () => {
       await server.close();
       await inbox.close();

@@ -3,7 +3,7 @@ import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } f
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import { parseEvent, REVIEW_CREATED } from './event.js';
-import { type Inbox, InboxClosedError } from './inbox.js';
+import { type Inbox, InboxClosedError, InboxTimeoutError } from './inbox.js';
 import { verifyDelivery } from './signature.js';
 
 export interface WebhookServerOptions {
@@ -143,8 +143,13 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
       });
       return reply.code(200).send({ status: outcome });
     } catch (error) {
-      const reason = error instanceof InboxClosedError ? 'shutting_down' : 'commit_failed';
-      metrics?.webhookRefusals.inc({ reason });
+      const reason =
+        error instanceof InboxClosedError
+          ? 'shutting_down'
+          : error instanceof InboxTimeoutError
+            ? 'commit_timeout' // counted by the inbox, once per delivery of the batch
+            : 'commit_failed';
+      if (reason !== 'commit_timeout') metrics?.webhookRefusals.inc({ reason });
       // The platform retries a 5xx; the poll catches what it finally drops.
       return reply.code(503).send({ error: reason });
     }

@@ -9,7 +9,12 @@ import { cliEnv, runCli } from '../helpers/cli.js';
 describe('parseConfig', () => {
   it('applies the documented defaults', () => {
     const config = parseConfig({});
-    expect(config.db).toEqual({ url: undefined, schema: 'review_mirror', poolMax: 10 });
+    expect(config.db).toEqual({
+      url: undefined,
+      schema: 'review_mirror',
+      poolMax: 10,
+      statementTimeoutMs: 300_000,
+    });
     expect(config.dataDir).toBe('./data');
     expect(config.http.port).toBe(8080);
     expect(config.admin.port).toBe(9464);

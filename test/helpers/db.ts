@@ -28,9 +28,9 @@ export async function freshDb(options: { migrate?: boolean } = {}): Promise<Db> 
 }
 
 /** Drops a schema that child processes created on the real server (an embedded one goes with its directory). */
-export async function dropSchema(schema: string): Promise<void> {
-  if (TEST_DATABASE_URL === undefined) return;
-  const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir: undefined });
+export async function dropSchema(schema: string, url = TEST_DATABASE_URL): Promise<void> {
+  if (url === undefined) return;
+  const db = await openDb({ url, schema, poolMax: 1, dataDir: undefined });
   try {
     await db.knex.raw('drop schema if exists ?? cascade', [schema]);
   } finally {
