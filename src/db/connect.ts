@@ -59,6 +59,16 @@ export function dbOptionsFromConfig(config: Config, log?: Logger): DbOptions {
   };
 }
 
+/**
+ * knex writes its own warnings (a connection error during an outage, with a stack) to the
+ * console, between our JSON lines. They go through the logger instead, at debug: whoever awaited
+ * the failed query reports it once.
+ */
+function knexLog(log: Logger | undefined): Knex.Config['log'] {
+  const write = (message: unknown) => log?.debug({ knex: String(message).split('\n')[0] }, 'knex');
+  return { warn: write, error: write, deprecate: write, debug: write };
+}
+
 export async function openDb(options: DbOptions): Promise<Db> {
   if (options.url !== undefined) {
     const url = options.url;
@@ -74,6 +84,7 @@ export async function openDb(options: DbOptions): Promise<Db> {
       connection: { connectionString: url, application_name: 'review-mirror', ...bounds },
       pool: { min: 0, max: options.poolMax },
       acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
+      log: knexLog(log),
     });
     /**
      * Runs `fn` on a session of its own holding the advisory lock `key` (`wait`: queue for it;
@@ -126,7 +137,12 @@ export async function openDb(options: DbOptions): Promise<Db> {
     });
     connection = { filename: resolve(dir, 'pgdata') };
   }
-  const knex = knexFactory({ client: ClientPgLite, dialect: 'postgres', connection });
+  const knex = knexFactory({
+    client: ClientPgLite,
+    dialect: 'postgres',
+    connection,
+    log: knexLog(options.log),
+  });
   try {
     await knex.raw('select 1');
   } catch (error) {
