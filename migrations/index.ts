@@ -4,6 +4,7 @@ import * as reviews from './002_reviews.js';
 import * as directory from './003_directory.js';
 import * as webhooks from './004_webhooks.js';
 import * as jobRuns from './005_job_runs.js';
+import * as reviewQuarantine from './006_review_quarantine.js';
 
 export interface Migration {
   readonly name: string;
@@ -17,4 +18,5 @@ export const migrations: readonly Migration[] = [
   { name: '003_directory', up: directory.up },
   { name: '004_webhooks', up: webhooks.up },
   { name: '005_job_runs', up: jobRuns.up },
+  { name: '006_review_quarantine', up: reviewQuarantine.up },
 ];

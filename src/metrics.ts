@@ -30,6 +30,11 @@ export function makeMetrics() {
       labelNames: ['source', 'outcome'] as const,
       registers,
     }),
+    reviewsQuarantined: new Counter({
+      name: 'review_mirror_reviews_quarantined_total',
+      help: 'Review records the platform sent that failed validation, quarantined (counted once per distinct record).',
+      registers,
+    }),
     reviewsRemoved: new Counter({
       name: 'review_mirror_reviews_removed_total',
       help: 'Reviews marked removed by a reconcile because the feed no longer returns them.',

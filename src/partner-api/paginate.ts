@@ -1,6 +1,7 @@
 import type { Logger } from '../log.js';
 import { ApiProtocolError } from './errors.js';
 import type { Pagination } from './paginationSchema.js';
+import type { RejectedRecord } from './validRecords.js';
 
 /** One page of a cursor walk, with the cursor to checkpoint once the page is safely stored. */
 export interface Page<T> {
@@ -9,6 +10,8 @@ export interface Page<T> {
   readonly nextCursor: string | null;
   /** When the response arrived: the platform-side version time of what it carried. */
   readonly receivedAt: Date;
+  /** Records of the page that failed their schema, for the quarantine (absent: none). */
+  readonly rejected?: readonly RejectedRecord[];
 }
 
 export type FetchPage<T> = (cursor: string | null, signal: AbortSignal) => Promise<Page<T>>;

@@ -1,7 +1,8 @@
 import type { HttpClient } from './http.js';
 import { continuationOf, type Page, paginate } from './paginate.js';
 import type { ResourceOptions } from './resourceOptions.js';
-import { type Review, reviewPageSchema } from './reviewsSchema.js';
+import { type Review, reviewPageSchema, reviewSchema } from './reviewsSchema.js';
+import { splitValid } from './validRecords.js';
 
 const ROUTE = 'GET /reviews';
 
@@ -20,10 +21,16 @@ export function makeReviewsApi(http: HttpClient, options: ResourceOptions): Revi
       schema: reviewPageSchema,
       signal,
     });
+    const { valid, rejected } = splitValid(body.reviews, reviewSchema, {
+      route: ROUTE,
+      status: 200,
+      field: 'reviews',
+    });
     return {
-      items: body.reviews,
+      items: valid,
       nextCursor: continuationOf(body.pagination, ROUTE),
       receivedAt: new Date(),
+      rejected,
     };
   };
   return {

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { addCount, type RunCounts } from '../jobs/runCounts.js';
+import { quarantineRecords } from '../mirror/quarantineSql.js';
 import { toReviewRow } from '../mirror/reviewRow.js';
 import { upsertReviews } from '../mirror/reviewsSql.js';
 import { ApiRequestError } from '../partner-api/errors.js';
@@ -46,6 +47,7 @@ export async function walkReviewFeed(
           // (the walk then re-reads those pages): no need to wait for the WAL flush of every page.
           if (db.backend === 'postgres') await trx.raw('set local synchronous_commit = off');
           const result = await upsertReviews(trx, db, rows, 'feed');
+          const quarantined = await quarantineRecords(trx, db, page.rejected ?? [], 'feed');
           if (page.nextCursor === null) await walk.complete(trx, walkNewest);
           else
             await writeCheckpoint(trx, db, walk.job, {
@@ -55,8 +57,17 @@ export async function walkReviewFeed(
               walkNewest,
               walkStartedAt: walk.walkStartedAt,
             });
-          return result;
+          return { ...result, quarantined };
         });
+        for (const r of page.rejected ?? []) {
+          const id = (r.raw as { id?: unknown } | null)?.id;
+          log.warn(
+            { job: walk.job, reviewId: typeof id === 'string' ? id : null, reason: r.reason },
+            'review quarantined',
+          );
+        }
+        if (page.rejected?.length) addCount(counts, 'quarantined', page.rejected.length);
+        metrics?.reviewsQuarantined.inc(written.quarantined);
         addCount(counts, 'pages');
         addCount(counts, 'fetched', rows.length);
         addCount(counts, 'inserted', written.inserted);

@@ -1,5 +1,6 @@
 import type { Db } from '../db/connect.js';
 import { pendingMigrations } from '../db/migrate.js';
+import { countQuarantined, type QuarantineCounts } from '../mirror/quarantineSql.js';
 import { alignColumns } from './alignColumns.js';
 import { formatMirrorCounts, type MirrorCounts, readMirrorCounts } from './mirrorCounts.js';
 import { hasTables, readJobStatuses } from './statusSql.js';
@@ -23,6 +24,8 @@ export interface StatusReport {
   webhooks?: WebhookStatus | null;
   /** Row counts of reviews (total, removed, by source), locations and professionals; null before migrations. */
   mirror?: MirrorCounts | null;
+  /** Review records that failed validation and were quarantined; null before migrations. */
+  quarantine?: QuarantineCounts | null;
 }
 
 const iso = (v: Date | string | null): string | null => (v === null ? null : new Date(v).toISOString());
@@ -48,6 +51,9 @@ export async function readStatus(db: Db): Promise<StatusReport> {
     })),
     webhooks: await readWebhookStatus(db),
     mirror: await readMirrorCounts(db),
+    quarantine: (await hasTables(db.knex, db, ['review_quarantine']))
+      ? await countQuarantined(db.knex, db)
+      : null,
   };
 }
 
@@ -74,6 +80,12 @@ export function formatStatus(report: StatusReport): string {
   ]);
   if (table.length > 0) lines.push(...alignColumns([header, ...table]).map((l) => `  ${l}`));
   lines.push(...formatMirrorCounts(report.mirror));
+  if (report.quarantine && report.quarantine.records > 0) {
+    const last = report.quarantine.last_seen_at;
+    lines.push(
+      `  quarantined    ${report.quarantine.records} invalid review records (last seen ${last === null ? '-' : new Date(last).toISOString()}; table review_quarantine)`,
+    );
+  }
   lines.push(...formatWebhookStatus(report.webhooks));
   return lines.join('\n');
 }

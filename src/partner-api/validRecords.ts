@@ -1,0 +1,49 @@
+import type { z } from 'zod';
+import { ApiSchemaError } from './errors.js';
+import { formatPath } from './http.js';
+
+/** A record of a page that failed its schema: kept as the platform sent it, with the reason. */
+export interface RejectedRecord {
+  readonly raw: unknown;
+  /** `rating: Too big: expected number to be <=5`: the first offending field and why. */
+  readonly reason: string;
+}
+
+/**
+ * One bad record must not fail its page (a resumable walk would stop on it for ever), but a page
+ * where most records fail is not bad data: the platform changed its schema, and quarantining
+ * everything would empty the mirror quietly. More than half of a page, and at least this many
+ * records, stops the walk loudly instead.
+ */
+export const SCHEMA_CHANGE_MIN_RECORDS = 2;
+
+/**
+ * Splits a page's records into those its schema accepts and those it rejects. Throws
+ * ApiSchemaError when most of the page is rejected (see SCHEMA_CHANGE_MIN_RECORDS).
+ */
+export function splitValid<S extends z.ZodType>(
+  records: readonly unknown[],
+  schema: S,
+  where: { route: string; status: number; field: string },
+): { valid: Array<z.output<S>>; rejected: RejectedRecord[] } {
+  const valid: Array<z.output<S>> = [];
+  const rejected: RejectedRecord[] = [];
+  for (const raw of records) {
+    const parsed = schema.safeParse(raw);
+    if (parsed.success) {
+      valid.push(parsed.data);
+      continue;
+    }
+    const issue = parsed.error.issues[0]!;
+    rejected.push({ raw, reason: `${formatPath(issue.path)}: ${issue.message}` });
+  }
+  if (rejected.length >= SCHEMA_CHANGE_MIN_RECORDS && rejected.length * 2 > records.length) {
+    const first = rejected[0]!;
+    throw new ApiSchemaError(
+      `${where.field} (${rejected.length} of ${records.length} records)`,
+      `${first.reason} — most of the page fails the schema: the platform's format changed`,
+      { route: where.route, status: where.status },
+    );
+  }
+  return { valid, rejected };
+}

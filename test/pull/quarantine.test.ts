@@ -1,0 +1,132 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../src/db/connect.js';
+import { JOB } from '../../src/jobs/jobNames.js';
+import { runJob } from '../../src/jobs/runner.js';
+import { makeMetrics } from '../../src/metrics.js';
+import type { PartnerApi } from '../../src/partner-api/client.js';
+import { ApiSchemaError } from '../../src/partner-api/errors.js';
+import { syncReviews } from '../../src/pull/syncReviews.js';
+import { readCheckpoint } from '../../src/pull/syncStateSql.js';
+import { formatStatus, readStatus } from '../../src/status/report.js';
+import { freshDb } from '../helpers/db.js';
+import { type FakePlatform, startFakePlatform } from '../helpers/fakePlatform.js';
+import { quietLog } from '../helpers/log.js';
+import { pullContext, testApi } from './helpers.js';
+
+const MINUTE = 60_000;
+const review = (i: number, at: number): Record<string, unknown> => ({
+  id: randomUUID(),
+  review_number: `R-${i}`,
+  created_at: new Date(at).toISOString(),
+  rating: 4,
+  comment: `review ${i}`,
+  is_verified: true,
+  reviewer: { name: null, email: null },
+  professional: null,
+});
+
+/** Issue 9 item 1: the real pull over real HTTP against a feed carrying records that fail the schema. */
+describe('a review feed with invalid records', () => {
+  let platform: FakePlatform;
+  let db: Db;
+  let api: PartnerApi;
+  const metrics = makeMetrics();
+  // Newest first; three broken records on the first page, among 250.
+  const start = Date.now() - 500 * MINUTE;
+  const feed: Array<Record<string, unknown>> = Array.from({ length: 250 }, (_, i) =>
+    review(i, start - i * MINUTE),
+  );
+  feed[3] = { ...feed[3], rating: 7 };
+  feed[10] = { ...feed[10], created_at: 'not-a-date' };
+  const { id: _, ...withoutId } = feed[42]!;
+  feed[42] = withoutId;
+  let brokenFormat = false;
+
+  beforeAll(async () => {
+    platform = await startFakePlatform(({ path, query }) => {
+      if (path !== '/reviews') return { status: 404, body: { error: 'not found' } };
+      const since = query.get('since');
+      const visible = feed.filter((r) => since === null || String(r.created_at) >= since);
+      const offset = Number(query.get('cursor') ?? 0);
+      const limit = Number(query.get('limit'));
+      const page = visible
+        .slice(offset, offset + limit)
+        .map((r) => (brokenFormat ? { ...r, rating: String(r.rating) } : r));
+      const hasMore = offset + limit < visible.length;
+      return {
+        status: 200,
+        body: {
+          reviews: page,
+          pagination: {
+            count: page.length,
+            has_more: hasMore,
+            next_cursor: hasMore ? String(offset + limit) : null,
+          },
+        },
+      };
+    });
+    db = await freshDb();
+    api = testApi({ url: platform.url, apiKey: 'rm_test_key_123456' }, { pageSize: 100 });
+  });
+  afterAll(async () => {
+    await api?.close();
+    await platform?.close();
+    await db?.close();
+  });
+
+  const sync = () =>
+    runJob(
+      { db, log: quietLog, metrics },
+      { name: JOB.reviews, run: (c, s) => syncReviews(pullContext(db, api, { metrics }), c, s) },
+      { wait: false },
+    );
+  const stored = async () => Number((await db.knex(db.table('reviews')).count({ n: '*' }))[0]!.n);
+  const quarantined = async () =>
+    Number((await db.knex(db.table('review_quarantine')).count({ n: '*' }))[0]!.n);
+
+  it('stores every valid record, quarantines the invalid ones with their reason, and moves on', async () => {
+    const run = await sync();
+    expect(run.outcome).toBe('success');
+    expect(run.counts).toMatchObject({ fetched: 247, inserted: 247, quarantined: 3 });
+    expect(await stored()).toBe(247);
+    const rows = await db.knex(db.table('review_quarantine')).orderBy('id');
+    expect(rows.map((r) => [r.review_id, r.reason])).toEqual([
+      [feed[3]!.id, expect.stringMatching(/^rating: /)],
+      [feed[10]!.id, expect.stringMatching(/^created_at: /)],
+      [null, expect.stringMatching(/^id: /)],
+    ]);
+    expect(rows[0].raw).toEqual(feed[3]);
+    expect(await metrics.registry.metrics()).toContain('review_mirror_reviews_quarantined_total 3');
+    const report = await readStatus(db);
+    expect(report.quarantine).toMatchObject({ records: 3 });
+    expect(formatStatus(report)).toContain('quarantined    3 invalid review records');
+  });
+
+  it('keeps polling new reviews afterwards; a record seen again is one more sighting, not a new row', async () => {
+    feed.unshift(review(1000, Date.now() - MINUTE), review(1001, Date.now() - 2 * MINUTE));
+    const run = await sync();
+    expect(run.outcome).toBe('success');
+    expect(await stored()).toBe(249);
+    expect(await quarantined()).toBe(3);
+    expect(await metrics.registry.metrics()).toContain('review_mirror_reviews_quarantined_total 3');
+  });
+
+  it('stops loudly, storing nothing and leaving the watermark, when most of a page fails: a format change', async () => {
+    const before = (await readCheckpoint(db.knex, db, JOB.reviews)).watermark;
+    feed.unshift(review(2000, Date.now() - MINUTE / 2));
+    brokenFormat = true;
+    const error = await sync().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    brokenFormat = false;
+    expect(error).toBeInstanceOf(ApiSchemaError);
+    expect((error as Error).message).toMatch(/most of the page fails the schema/);
+    expect((await readCheckpoint(db.knex, db, JOB.reviews)).watermark).toEqual(before);
+    expect(await stored()).toBe(249);
+    expect(await quarantined()).toBe(3);
+    const failed = await db.knex(db.table('sync_runs')).where({ outcome: 'failed' }).first();
+    expect(failed.error_kind).toBe('fatal');
+  });
+});
