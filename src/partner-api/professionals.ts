@@ -1,5 +1,6 @@
+import { directoryPages } from './directoryPages.js';
 import type { HttpClient } from './http.js';
-import { continuationOf, type Page, paginate } from './paginate.js';
+import type { Page } from './paginate.js';
 import {
   type Professional,
   type ProfessionalListItem,
@@ -7,8 +8,6 @@ import {
   professionalSchema,
 } from './professionalsSchema.js';
 import type { ResourceOptions } from './resourceOptions.js';
-
-const LIST_ROUTE = 'GET /professionals';
 
 export interface ProfessionalsApi {
   /** The active (or the inactive) professionals from `cursor`, as listed (no `location_id`). */
@@ -24,19 +23,13 @@ export interface ProfessionalsApi {
 export function makeProfessionalsApi(http: HttpClient, options: ResourceOptions): ProfessionalsApi {
   return {
     pages: (active, cursor, signal) =>
-      paginate<ProfessionalListItem>(
-        async (c, s) => {
-          const body = await http.request('GET', '/professionals', {
-            query: { limit: options.pageSize, active: String(active), cursor: c },
-            route: LIST_ROUTE,
-            schema: professionalPageSchema,
-            signal: s,
-          });
-          const nextCursor = continuationOf(body.pagination, LIST_ROUTE);
-          return { items: body.professionals, nextCursor, receivedAt: new Date() };
-        },
+      directoryPages(
+        http,
+        options,
+        { path: '/professionals', key: 'professionals', schema: professionalPageSchema },
+        active,
         cursor,
-        { signal, route: LIST_ROUTE, maxPages: options.maxPagesPerWalk, idOf: (p) => p.id, log: http.log },
+        signal,
       ),
     get: (slug, signal) =>
       http.request('GET', `/professionals/${encodeURIComponent(slug)}`, {
