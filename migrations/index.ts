@@ -5,6 +5,7 @@ import * as directory from './003_directory.js';
 import * as webhooks from './004_webhooks.js';
 import * as jobRuns from './005_job_runs.js';
 import * as reviewQuarantine from './006_review_quarantine.js';
+import * as contacts from './007_contacts.js';
 
 export interface Migration {
   readonly name: string;
@@ -19,4 +20,5 @@ export const migrations: readonly Migration[] = [
   { name: '004_webhooks', up: webhooks.up },
   { name: '005_job_runs', up: jobRuns.up },
   { name: '006_review_quarantine', up: reviewQuarantine.up },
+  { name: '007_contacts', up: contacts.up },
 ];

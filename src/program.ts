@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { contactsCommand } from './commands/contacts.js';
 import { demoCommand } from './commands/demo.js';
 import { migrateCommand } from './commands/migrate.js';
 import { runCommand } from './commands/run.js';
@@ -20,6 +21,7 @@ export function buildProgram(): Command {
     runCommand(),
     sandboxCommand(),
     webhooksCommand(),
+    contactsCommand(),
     demoCommand(),
   ]) {
     // `addCommand` does not pass the program's settings down by itself (exit override, help after errors).

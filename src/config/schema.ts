@@ -110,6 +110,11 @@ export const envSchema = z.object({
   SYNC_OVERLAP_SECONDS: seconds(600),
   DIRECTORY_DETAIL_CONCURRENCY: positiveInt(4),
 
+  REVIEW_MIRROR_CONFIG: optionalText,
+  CONTACTS_CONCURRENCY: positiveInt(4),
+  CONTACTS_RATE_PER_SECOND: positiveInt(10),
+  CONTACTS_LOG_RETENTION_DAYS: positiveInt(90),
+
   WEBHOOK_PATH: z.string().trim().startsWith('/', 'must start with /').default('/webhooks/review-created'),
   WEBHOOK_SECRETS: z
     .string()
@@ -167,6 +172,13 @@ export interface Config {
     readonly reconcileCron: string;
     readonly overlapMs: number;
     readonly detailConcurrency: number;
+  };
+  /** The optional configuration file (the CRM export's mapping): its path. */
+  readonly configFile: string | undefined;
+  readonly contacts: {
+    readonly concurrency: number;
+    readonly ratePerSecond: number;
+    readonly logRetentionDays: number;
   };
   readonly webhook: {
     readonly path: string;
@@ -232,6 +244,12 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       reconcileCron: e.SYNC_RECONCILE_CRON,
       overlapMs: e.SYNC_OVERLAP_SECONDS * 1000,
       detailConcurrency: e.DIRECTORY_DETAIL_CONCURRENCY,
+    },
+    configFile: e.REVIEW_MIRROR_CONFIG,
+    contacts: {
+      concurrency: e.CONTACTS_CONCURRENCY,
+      ratePerSecond: e.CONTACTS_RATE_PER_SECOND,
+      logRetentionDays: e.CONTACTS_LOG_RETENTION_DAYS,
     },
     webhook: {
       path: e.WEBHOOK_PATH,

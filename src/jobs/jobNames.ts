@@ -9,6 +9,7 @@ export const JOB = {
   locations: 'locations',
   professionals: 'professionals',
   webhookHealth: 'webhook-health',
+  contactsPush: 'contacts:push',
 } as const;
 
 export type JobName = (typeof JOB)[keyof typeof JOB];

@@ -6,7 +6,12 @@ import type { JobName } from './jobNames.js';
 import type { RunCounts } from './runCounts.js';
 import { type ErrorKind, finishRun, startRun } from './syncRunsSql.js';
 
-export type JobBody = (counts: RunCounts, signal?: AbortSignal) => Promise<void>;
+/** `run.runId`: the job's `sync_runs.id` (undefined when not exclusive), for rows that join it. */
+export type JobBody = (
+  counts: RunCounts,
+  signal?: AbortSignal,
+  run?: { runId: number | undefined },
+) => Promise<void>;
 
 /** A job as the runner sees it: its one name, its body, whether it runs on one replica at a time. */
 export interface RunnableJob {
@@ -78,7 +83,7 @@ export async function runJob(
     metrics?.jobRunning.set({ sync_job: name }, 1);
     log.info({ job: name }, 'sync job started');
     try {
-      await job.run(counts, options.signal);
+      await job.run(counts, options.signal, { runId });
     } catch (error) {
       const kind = errorKindOf(error);
       const text = deps.scrubber?.scrub(describeError(error)) ?? describeError(error);

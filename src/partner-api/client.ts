@@ -1,5 +1,6 @@
 import { type Config, requireApi } from '../config/schema.js';
 import type { Logger } from '../log.js';
+import { type ContactsApi, makeContactsApi } from './contacts.js';
 import { type ApiMetrics, type HttpClientOptions, makeHttpClient } from './http.js';
 import { type LocationsApi, makeLocationsApi } from './locations.js';
 import { makeProfessionalsApi, type ProfessionalsApi } from './professionals.js';
@@ -28,6 +29,9 @@ export interface PartnerApi {
   readonly locations: LocationsApi;
   readonly professionals: ProfessionalsApi;
   readonly webhooks: WebhooksApi;
+  readonly contacts: ContactsApi;
+  /** See HttpClient.onRateLimited: one pause for every concurrent sender. */
+  onRateLimited(listener: (delayMs: number) => void): () => void;
   close(): Promise<void>;
 }
 
@@ -46,6 +50,8 @@ export function makePartnerApi(options: PartnerApiOptions): PartnerApi {
     locations: makeLocationsApi(http, resource),
     professionals: makeProfessionalsApi(http, resource),
     webhooks: makeWebhooksApi(http),
+    contacts: makeContactsApi(http),
+    onRateLimited: (listener) => http.onRateLimited(listener),
     close: () => http.close(),
   };
 }

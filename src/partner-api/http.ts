@@ -68,6 +68,11 @@ export interface HttpClient {
     options: RequestOptions<S>,
   ): Promise<z.output<S>>;
   readonly log: Logger;
+  /**
+   * Calls `listener` with the delay whenever the platform answered 429 and a request waits for
+   * it: concurrent senders pause together instead of each finding the limit on its own.
+   */
+  onRateLimited(listener: (delayMs: number) => void): () => void;
   close(): Promise<void>;
 }
 
@@ -101,6 +106,7 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
   const random = options.random ?? Math.random;
   const apiKey = options.key;
   const scrubber = keyScrubber(apiKey);
+  const rateLimitListeners = new Set<(delayMs: number) => void>();
   const base = new URL(options.url);
   const basePath = base.pathname.replace(/\/+$/, '') + API_PREFIX;
   const pool = new Pool(base.origin, {
@@ -221,6 +227,7 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
           throw error.error;
         }
         metrics?.apiRetries.inc({ reason: error.reason });
+        if (error.reason === 'rate_limited') for (const listener of rateLimitListeners) listener(delayMs);
         log.warn(
           { route, reason: error.reason, status: error.error.status, retry: retries + 1, delayMs },
           'partner API request failed; retrying',
@@ -230,7 +237,11 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
     }
   }
 
-  return { request, log, close: () => pool.close() };
+  const onRateLimited = (listener: (delayMs: number) => void) => {
+    rateLimitListeners.add(listener);
+    return () => void rateLimitListeners.delete(listener);
+  };
+  return { request, log, onRateLimited, close: () => pool.close() };
 }
 
 /** `reviews[3].rating` from zod's path. */

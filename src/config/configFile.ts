@@ -1,0 +1,79 @@
+import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
+import { z } from 'zod';
+import { ConfigError } from './schema.js';
+
+/**
+ * The optional configuration file (`REVIEW_MIRROR_CONFIG`, or `--mapping`): how a CRM export maps
+ * to the platform's contact fields. YAML or JSON (JSON is YAML), validated once at start-up with
+ * errors naming the key. Without a file the defaults hold: columns named like the API's fields.
+ */
+const column = (fallback: string) => z.string().trim().min(1, 'must name a column').default(fallback);
+
+export const configFileSchema = z
+  .object({
+    contacts: z
+      .object({
+        /** Which column of the export holds each field of a contact. */
+        columns: z
+          .object({
+            email: column('email'),
+            name: column('name'),
+            external_id: column('external_id'),
+            professional_id: column('professional_id'),
+          })
+          .strict()
+          .default({
+            email: 'email',
+            name: 'name',
+            external_id: 'external_id',
+            professional_id: 'professional_id',
+          }),
+        /** Trim spaces around every value. */
+        trim: z.boolean().default(true),
+        /** Lower-case emails (the platform matches them case-insensitively; the hash should too). */
+        lowercase_email: z.boolean().default(true),
+      })
+      .strict()
+      .default({
+        columns: {
+          email: 'email',
+          name: 'name',
+          external_id: 'external_id',
+          professional_id: 'professional_id',
+        },
+        trim: true,
+        lowercase_email: true,
+      }),
+  })
+  .strict();
+
+export type ConfigFile = z.infer<typeof configFileSchema>;
+export type ContactMapping = ConfigFile['contacts'];
+
+/** Parses the file at `path`, or the defaults when there is none. */
+export function loadConfigFile(path: string | undefined): ConfigFile {
+  if (path === undefined) return configFileSchema.parse({});
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new ConfigError(`invalid configuration file ${path}: cannot be read (${code})`);
+  }
+  let value: unknown;
+  try {
+    value = parse(text) ?? {};
+  } catch (error) {
+    throw new ConfigError(
+      `invalid configuration file ${path}: not YAML or JSON (${(error as Error).message.split('\n')[0]})`,
+    );
+  }
+  const result = configFileSchema.safeParse(value);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const key = issue.path.length === 0 ? '(top level)' : issue.path.join('.');
+    throw new ConfigError(`invalid configuration file ${path}: ${key}: ${issue.message}`);
+  }
+  return result.data;
+}

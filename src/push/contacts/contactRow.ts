@@ -1,0 +1,84 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import type { ContactMapping } from '../../config/configFile.js';
+import type { FileRecord, RowError } from '../readRecords.js';
+
+/** A contact as sent to the platform (spec 4.1), from one valid row of the export. */
+export interface Contact {
+  readonly email: string;
+  readonly name: string | null;
+  readonly external_id: string | null;
+  readonly professional_id: string | null;
+}
+
+/** A valid row: its contact, the key it is known by, the hash of what is sent, and its line. */
+export interface ContactRow {
+  readonly line: number;
+  /** `external_id`, else the lower-cased email: what the mirror and the platform match it by. */
+  readonly key: string;
+  readonly contact: Contact;
+  readonly hash: string;
+}
+
+const optional = (max: number) =>
+  z
+    .string()
+    .max(max, `must be at most ${max} characters`)
+    .transform((v) => (v === '' ? null : v))
+    .nullable();
+
+const contactSchema = z.object({
+  email: z
+    .string({ error: 'is missing' })
+    .min(1, 'is missing')
+    .max(320, 'must be at most 320 characters')
+    .pipe(z.email({ error: 'is not an email address' })),
+  name: optional(200),
+  external_id: optional(255),
+  professional_id: optional(36).pipe(z.uuid({ error: 'is not a UUID' }).nullable()),
+});
+
+/** The hash of what would be sent: a changed contact has another one. Key order is fixed. */
+export function contentHash(contact: Contact): string {
+  const canonical = JSON.stringify([
+    contact.email,
+    contact.name,
+    contact.external_id,
+    contact.professional_id,
+  ]);
+  return createHash('sha256').update(canonical).digest('hex');
+}
+
+/** Maps and validates one record: a contact row, or the first reason it cannot be one (which field, why). */
+export function toContactRow(record: FileRecord, mapping: ContactMapping): ContactRow | RowError {
+  const value = (field: keyof ContactMapping['columns']): string | null => {
+    const raw = record.fields[mapping.columns[field]];
+    if (raw === undefined) return null;
+    const trimmed = mapping.trim ? raw.trim() : raw;
+    return field === 'email' && mapping.lowercase_email ? trimmed.toLowerCase() : trimmed;
+  };
+  if (record.fields[mapping.columns.email] === undefined) {
+    return {
+      line: record.line,
+      field: 'email',
+      reason: `column "${mapping.columns.email}" is not in the file`,
+    };
+  }
+  const parsed = contactSchema.safeParse({
+    email: value('email') ?? '',
+    name: value('name'),
+    external_id: value('external_id'),
+    professional_id: value('professional_id'),
+  });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    return { line: record.line, field: String(issue.path[0] ?? '(row)'), reason: issue.message };
+  }
+  const contact = parsed.data;
+  return {
+    line: record.line,
+    key: contact.external_id ?? contact.email.toLowerCase(),
+    contact,
+    hash: contentHash(contact),
+  };
+}

@@ -1,0 +1,195 @@
+import { createReadStream } from 'node:fs';
+import { extname } from 'node:path';
+import { Readable, Transform } from 'node:stream';
+import { parse } from 'csv-parse';
+
+/** A record of an export file: its fields by column name, and the physical line it starts on. */
+export interface FileRecord {
+  readonly line: number;
+  readonly fields: Readonly<Record<string, string>>;
+}
+
+/** A line that could not be read as a record: reported with its line number, never dropped silently. */
+export interface RowError {
+  readonly line: number;
+  readonly field: string;
+  readonly reason: string;
+}
+
+export type ReadItem = { readonly record: FileRecord } | { readonly error: RowError };
+
+export const ENCODINGS = ['utf-8', 'windows-1252', 'latin1'] as const;
+export type Encoding = (typeof ENCODINGS)[number];
+export type FileFormat = 'csv' | 'jsonl';
+
+export interface ReadOptions {
+  readonly format?: FileFormat | undefined;
+  /** `,`, `;` or a tab; detected from the header line when absent. */
+  readonly delimiter?: string | undefined;
+  readonly encoding?: Encoding | undefined;
+}
+
+/** The format a file's name implies: `.jsonl`/`.ndjson` are JSON Lines, anything else CSV. */
+export function formatOf(path: string): FileFormat {
+  return ['.jsonl', '.ndjson'].includes(extname(path).toLowerCase()) ? 'jsonl' : 'csv';
+}
+
+/**
+ * The delimiter of a CSV header line: the most frequent of `,`, `;` and tab outside quotes (Excel
+ * writes `;` where the decimal separator is a comma).
+ */
+export function detectDelimiter(headerLine: string): string {
+  const counts = new Map<string, number>([
+    [',', 0],
+    [';', 0],
+    ['\t', 0],
+  ]);
+  let quoted = false;
+  for (const ch of headerLine) {
+    if (ch === '"') quoted = !quoted;
+    else if (!quoted && counts.has(ch)) counts.set(ch, counts.get(ch)! + 1);
+  }
+  const [best, count] = [...counts.entries()].sort((a, b) => b[1] - a[1])[0]!;
+  return count > 0 ? best : ',';
+}
+
+/**
+ * Decodes a byte stream with a non-fatal decoder: a byte sequence invalid in the chosen encoding
+ * becomes U+FFFD, which the readers report as a row error naming the line instead of storing
+ * mangled text. (A file that holds U+FFFD itself is reported the same way: it carries no name.)
+ */
+function decode(encoding: Encoding): Transform {
+  const decoder = new TextDecoder(encoding === 'latin1' ? 'windows-1252' : encoding, { ignoreBOM: false });
+  return new Transform({
+    readableObjectMode: false,
+    transform(chunk: Buffer, _enc, done) {
+      done(null, decoder.decode(chunk, { stream: true }));
+    },
+    flush(done) {
+      done(null, decoder.decode());
+    },
+  });
+}
+
+const REPLACEMENT = '\uFFFD';
+
+function invalidBytes(
+  fields: Record<string, string>,
+  line: number,
+  encoding: Encoding,
+): RowError | undefined {
+  for (const [field, value] of Object.entries(fields)) {
+    if (value.includes(REPLACEMENT)) {
+      return { line, field, reason: `holds bytes that are not valid ${encoding}` };
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Streams the records of a CSV or JSON Lines export, memory flat whatever its size. CSV as CRMs and
+ * Excel write it: a header row, UTF-8 with or without BOM (or windows-1252), CRLF or LF, quoted
+ * fields holding delimiters, quotes and newlines. A row with too many or too few columns, a
+ * broken JSON line or invalid bytes is yielded as an error with its line; the rest go on.
+ */
+export async function* readRecords(
+  source: string | Readable,
+  options: ReadOptions = {},
+): AsyncGenerator<ReadItem> {
+  const format = options.format ?? (typeof source === 'string' ? formatOf(source) : 'csv');
+  const encoding = options.encoding ?? 'utf-8';
+  const bytes = typeof source === 'string' ? createReadStream(source) : source;
+  const text = bytes.pipe(decode(encoding));
+  if (format === 'jsonl') yield* readJsonLines(text, encoding);
+  else yield* readCsv(text, encoding, options.delimiter);
+}
+
+async function* readJsonLines(text: Readable, encoding: Encoding): AsyncGenerator<ReadItem> {
+  let line = 0;
+  let rest = '';
+  const handle = function* (raw: string): Generator<ReadItem> {
+    line++;
+    const trimmed = raw.replace(/\r$/, '').trim();
+    if (trimmed === '') return;
+    let value: unknown;
+    try {
+      value = JSON.parse(trimmed);
+    } catch {
+      yield { error: { line, field: '(line)', reason: 'is not valid JSON' } };
+      return;
+    }
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      yield { error: { line, field: '(line)', reason: 'is not a JSON object' } };
+      return;
+    }
+    const fields: Record<string, string> = {};
+    for (const [k, v] of Object.entries(value)) {
+      if (v !== null && v !== undefined) fields[k] = typeof v === 'string' ? v : JSON.stringify(v);
+    }
+    const bad = invalidBytes(fields, line, encoding);
+    yield bad ? { error: bad } : { record: { line, fields } };
+  };
+  for await (const chunk of text) {
+    const parts = (rest + String(chunk)).split('\n');
+    rest = parts.pop()!;
+    for (const part of parts) yield* handle(part);
+  }
+  if (rest !== '') yield* handle(rest);
+}
+
+async function* readCsv(
+  text: Readable,
+  encoding: Encoding,
+  delimiter: string | undefined,
+): AsyncGenerator<ReadItem> {
+  // The delimiter is read off the header line before the parser starts.
+  const iterator = text[Symbol.asyncIterator]();
+  let head = '';
+  const buffered: string[] = [];
+  while (!head.includes('\n')) {
+    const next = await iterator.next();
+    if (next.done) break;
+    head += String(next.value);
+    buffered.push(String(next.value));
+  }
+  const chosen = delimiter ?? detectDelimiter(head.split('\n')[0]!.replace(/^\uFEFF/, ''));
+  const replay = Readable.from(
+    (async function* () {
+      yield* buffered;
+      for (;;) {
+        const next = await iterator.next();
+        if (next.done) return;
+        yield String(next.value);
+      }
+    })(),
+  );
+  const parser = replay.pipe(
+    parse({ bom: true, delimiter: chosen, relax_column_count: true, skip_empty_lines: true, info: true }),
+  );
+  let header: string[] | undefined;
+  for await (const item of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
+    const line = item.info.lines - countNewlines(item.record);
+    if (header === undefined) {
+      header = item.record.map((h) => h.trim());
+      continue;
+    }
+    if (item.record.length !== header.length) {
+      const reason = `has ${item.record.length} columns where the header has ${header.length}`;
+      yield { error: { line, field: '(row)', reason } };
+      continue;
+    }
+    const fields: Record<string, string> = {};
+    header.forEach((name, i) => {
+      fields[name] = item.record[i]!;
+    });
+    const bad = invalidBytes(fields, line, encoding);
+    yield bad ? { error: bad } : { record: { line, fields } };
+  }
+}
+
+/** Newlines inside quoted fields: `info.lines` is the line a record ends on. */
+function countNewlines(values: readonly string[]): number {
+  let n = 0;
+  for (const v of values) for (const ch of v) if (ch === '\n') n++;
+  return n;
+}

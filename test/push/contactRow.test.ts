@@ -1,0 +1,66 @@
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfigFile } from '../../src/config/configFile.js';
+import { ConfigError } from '../../src/config/schema.js';
+import { toContactRow } from '../../src/push/contacts/contactRow.js';
+import { planPush } from '../../src/push/contacts/planPush.js';
+
+const mapping = loadConfigFile(undefined).contacts;
+const row = (fields: Record<string, string>, line = 2) => toContactRow({ line, fields }, mapping);
+
+describe('toContactRow', () => {
+  it('keys a contact by external_id, else by its lower-cased email, and hashes what is sent', () => {
+    const a = row({ email: ' Ana@Example.com ', name: 'Ana', external_id: 'crm-1', professional_id: '' });
+    expect(a).toMatchObject({
+      key: 'crm-1',
+      contact: { email: 'ana@example.com', name: 'Ana', external_id: 'crm-1', professional_id: null },
+    });
+    const b = row({ email: 'Bo@Example.com', name: '' });
+    expect(b).toMatchObject({ key: 'bo@example.com', contact: { name: null, external_id: null } });
+    const changed = row({ email: ' Ana@Example.com ', name: 'Ana B.', external_id: 'crm-1' });
+    expect('hash' in a && 'hash' in changed && a.hash !== changed.hash).toBe(true);
+  });
+
+  it.each([
+    [{ email: '' }, 'email', 'is missing'],
+    [{ email: 'not-an-email' }, 'email', 'is not an email address'],
+    [{ email: 'a@example.com', professional_id: 'p-1' }, 'professional_id', 'is not a UUID'],
+    [{ email: 'a@example.com', name: 'x'.repeat(201) }, 'name', 'must be at most 200 characters'],
+    [{ name: 'no email column' }, 'email', 'column "email" is not in the file'],
+  ])('rejects %o on %s: %s', (fields, field, reason) => {
+    expect(row(fields, 7)).toEqual({ line: 7, field, reason });
+  });
+});
+
+describe('planPush', () => {
+  it('sends what is new, changed or failed last time; skips what is unchanged unless full', () => {
+    expect(planPush(undefined, 'h1', { full: false })).toBe('create');
+    expect(planPush({ hash: 'h0', sent: true }, 'h1', { full: false })).toBe('update');
+    expect(planPush({ hash: 'h1', sent: false }, 'h1', { full: false })).toBe('retry');
+    expect(planPush({ hash: 'h1', sent: true }, 'h1', { full: false })).toBe('unchanged');
+    expect(planPush({ hash: 'h1', sent: true }, 'h1', { full: true })).toBe('update');
+  });
+});
+
+describe('the configuration file', () => {
+  it('maps columns from YAML and names the key of a bad value', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rm-cfg-'));
+    await writeFile(
+      join(dir, 'ok.yaml'),
+      'contacts:\n  columns:\n    email: E-mail\n    external_id: CRM ID\n',
+    );
+    expect(loadConfigFile(join(dir, 'ok.yaml')).contacts.columns).toEqual({
+      email: 'E-mail',
+      name: 'name',
+      external_id: 'CRM ID',
+      professional_id: 'professional_id',
+    });
+    await writeFile(join(dir, 'bad.yaml'), 'contacts:\n  columns:\n    email: 42\n');
+    expect(() => loadConfigFile(join(dir, 'bad.yaml'))).toThrow(ConfigError);
+    expect(() => loadConfigFile(join(dir, 'bad.yaml'))).toThrow(/contacts\.columns\.email: /);
+    await writeFile(join(dir, 'typo.yaml'), 'contacts:\n  colums: {}\n');
+    expect(() => loadConfigFile(join(dir, 'typo.yaml'))).toThrow(/contacts: /);
+  });
+});

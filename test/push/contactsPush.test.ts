@@ -1,0 +1,174 @@
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDb } from '../../src/db/connect.js';
+import { CliProcess, cliEnv, runCli } from '../helpers/cli.js';
+import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { waitFor } from '../helpers/wait.js';
+
+interface Row {
+  external_id: string;
+  email: string;
+  name: string;
+}
+
+const csvOf = (rows: ReadonlyArray<Row | string>) =>
+  `external_id,email,name\r\n${rows.map((r) => (typeof r === 'string' ? r : `${r.external_id},${r.email},"${r.name}"`)).join('\r\n')}\r\n`;
+
+/** `contacts push` as an operator runs it: the real CLI, the sandbox over HTTP, a real database. */
+describe('contacts push', () => {
+  let sandbox: TestSandbox;
+  let dir: string;
+  const schema = uniqueSchema('push');
+  let env: NodeJS.ProcessEnv;
+
+  beforeAll(async () => {
+    sandbox = await testSandbox({ seed: 5 });
+    dir = await mkdtemp(join(tmpdir(), 'rm-push-'));
+    env = cliEnv({
+      REVIEWS_API_URL: sandbox.url,
+      REVIEWS_API_KEY: sandbox.apiKey,
+      DATABASE_URL: TEST_DATABASE_URL,
+      DB_SCHEMA: schema,
+      DATA_DIR: join(dir, 'data'),
+      API_RETRY_BUDGET_SECONDS: '20',
+      CONTACTS_RATE_PER_SECOND: '1000',
+    });
+  });
+  afterAll(async () => {
+    await sandbox?.close();
+    await dropSchema(schema);
+  });
+
+  const contactPosts = async () => {
+    const counts = (await sandbox.control.requests()).by_route['POST /api/v1/partner/contacts'] ?? {};
+    return Object.values(counts).reduce((a, b) => a + b, 0);
+  };
+  const platformContacts = async () =>
+    new Map(
+      (await sandbox.control.truth(sandbox.companyId)).contacts.map((c) => [
+        c.external_id,
+        { email: c.email, name: c.name },
+      ]),
+    );
+  const push = async (name: string, content: string, ...flags: string[]) => {
+    const file = join(dir, name);
+    await writeFile(file, content);
+    return { file, result: await runCli(['contacts', 'push', file, ...flags], env) };
+  };
+
+  const people: Row[] = Array.from({ length: 200 }, (_, i) => ({
+    external_id: `crm-${i}`,
+    email: `person${i}@example.com`,
+    name: `Person ${i}, Jr.`,
+  }));
+
+  it('sends each valid contact once, the last row of a key winning, and reports the invalid rows by line', async () => {
+    const rows: Array<Row | string> = [...people];
+    rows.splice(10, 0, 'crm-bad-1,not-an-email,"Bad"'); // line 12
+    rows.splice(50, 0, { external_id: 'crm-3', email: 'person3@example.com', name: 'Person 3, renamed' }); // line 52
+    rows.splice(80, 0, 'crm-bad-2,'); // line 82: too few columns
+    const before = await contactPosts();
+    const { file, result } = await push('export.csv', csvOf(rows));
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe(
+      `contacts: read=203 valid=200 rejected=2 replaced=1 unchanged=0 sent=200 failed=0\nreport: ${file}.rejects.csv\n`,
+    );
+    expect((await contactPosts()) - before).toBe(200);
+    const onPlatform = await platformContacts();
+    expect(onPlatform.size).toBe(200);
+    expect(onPlatform.get('crm-3')).toEqual({ email: 'person3@example.com', name: 'Person 3, renamed' });
+    expect(onPlatform.get('crm-199')).toEqual({ email: 'person199@example.com', name: 'Person 199, Jr.' });
+    const report = await readFile(`${file}.rejects.csv`, 'utf8');
+    const [header, ...lines] = report.trim().split('\n');
+    expect(header).toBe('line,field,reason,key');
+    // In the order they were found: a replaced row is known once its successor is read.
+    expect(lines.sort((a, b) => Number.parseInt(a, 10) - Number.parseInt(b, 10))).toEqual([
+      '5,(row),replaced by line 52 (same key),crm-3',
+      '12,email,is not an email address,',
+      '82,(row),has 2 columns where the header has 3,',
+    ]);
+  });
+
+  it('sends nothing when the same file is pushed again, and only the changed rows of a new export', async () => {
+    const before = await contactPosts();
+    const again = await push(
+      'export-again.csv',
+      csvOf(people.map((p) => (p.external_id === 'crm-3' ? { ...p, name: 'Person 3, renamed' } : p))),
+    );
+    expect(again.result.code).toBe(0);
+    expect(again.result.stdout).toContain('unchanged=200 sent=0 failed=0');
+    expect(await contactPosts()).toBe(before);
+
+    const changed = people.map((p, i) => (i % 50 === 7 ? { ...p, name: `${p.name} (moved)` } : p));
+    changed[3] = { ...changed[3]!, name: 'Person 3, renamed' };
+    const dry = await push('changed.csv', csvOf(changed), '--dry-run');
+    expect(dry.result.stdout).toContain('unchanged=196 to send=4 failed=0');
+    expect(await contactPosts()).toBe(before);
+    const next = await push('changed.csv', csvOf(changed));
+    expect(next.result.stdout).toContain('unchanged=196 sent=4 failed=0');
+    expect((await contactPosts()) - before).toBe(4);
+    expect((await platformContacts()).get('crm-57')?.name).toBe('Person 57, Jr. (moved)');
+  });
+
+  it('loses nothing and sends at most the requests in flight again when killed mid-push and run again', async () => {
+    const batch = Array.from({ length: 1_000 }, (_, i) => ({
+      external_id: `k-${i}`,
+      email: `k${i}@example.com`,
+      name: `Killed ${i}`,
+    }));
+    const file = join(dir, 'killed.csv');
+    await writeFile(file, csvOf(batch));
+    const slow = { ...env, CONTACTS_RATE_PER_SECOND: '200', CONTACTS_CONCURRENCY: '4' };
+    const before = await contactPosts();
+    const child = new CliProcess(['contacts', 'push', file], slow);
+    await waitFor(async () => (await contactPosts()) - before >= 150, 30_000, 10);
+    child.kill('SIGKILL');
+    await child.exited;
+    const sentBeforeKill = (await contactPosts()) - before;
+    expect(sentBeforeKill).toBeLessThan(1_000);
+
+    const rerun = await runCli(['contacts', 'push', file], env);
+    expect(rerun.code).toBe(0);
+    const total = (await contactPosts()) - before;
+    // Every contact sent; the re-run repeats at most the requests that were in flight (concurrency).
+    expect(total).toBeGreaterThanOrEqual(1_000);
+    expect(total).toBeLessThanOrEqual(1_000 + 4);
+    const onPlatform = await platformContacts();
+    for (const p of batch) expect(onPlatform.get(p.external_id)).toEqual({ email: p.email, name: p.name });
+    const again = await runCli(['contacts', 'push', file], env);
+    expect(again.stdout).toContain('unchanged=1000 sent=0 failed=0');
+  });
+
+  it('ends with every contact on the platform despite 500s and 429s, and keeps a row log per push', async () => {
+    const fresh = people.map((p) => ({ ...p, external_id: `f-${p.external_id}`, email: `f-${p.email}` }));
+    await sandbox.control.setFaults({
+      partner: { error500: 0.2, error429: 0.1, retryAfterSeconds: 0, routes: ['/api/v1/partner/contacts'] },
+    });
+    try {
+      const { result } = await push('faulty.csv', csvOf(fresh));
+      expect(result.stdout).toContain('valid=200');
+      expect(result.code).toBe(0);
+    } finally {
+      await sandbox.control.setFaults({});
+    }
+    const onPlatform = await platformContacts();
+    for (const p of fresh) expect(onPlatform.get(p.external_id)).toEqual({ email: p.email, name: p.name });
+
+    const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir: join(dir, 'data') });
+    try {
+      const runs = await db.knex(db.table('sync_runs')).where({ job: 'contacts:push' }).orderBy('id');
+      const last = runs.at(-1)!;
+      expect(last.outcome).toBe('success');
+      const log = await db.knex(db.table('contact_push_log')).where({ run_id: last.id });
+      expect(log.filter((l) => l.outcome === 'sent_created')).toHaveLength(200);
+      const stored = await db.knex(db.table('contacts')).where('key', 'like', 'f-%');
+      expect(stored.every((c) => c.outcome === 'sent' && c.platform_contact_id !== null)).toBe(true);
+    } finally {
+      await db.close();
+    }
+  });
+});

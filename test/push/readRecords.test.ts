@@ -1,0 +1,113 @@
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { detectDelimiter, type ReadItem, type ReadOptions, readRecords } from '../../src/push/readRecords.js';
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'rm-read-'));
+});
+
+/** Writes `bytes` as a file named `name` and reads it back whole. */
+async function read(name: string, bytes: Buffer | string, options: ReadOptions = {}): Promise<ReadItem[]> {
+  const path = join(dir, name);
+  await writeFile(path, bytes);
+  const items: ReadItem[] = [];
+  for await (const item of readRecords(path, options)) items.push(item);
+  return items;
+}
+
+const records = (items: ReadItem[]) => items.flatMap((i) => ('record' in i ? [i.record] : []));
+const errors = (items: ReadItem[]) => items.flatMap((i) => ('error' in i ? [i.error] : []));
+
+describe('readRecords: exports as CRMs and Excel write them', () => {
+  it('reads UTF-8 with a BOM and CRLF line ends', async () => {
+    const items = await read(
+      'bom.csv',
+      Buffer.concat([
+        Buffer.from([0xef, 0xbb, 0xbf]),
+        Buffer.from('email,name\r\nana@example.com,Ana\r\nbo@example.com,Bo\r\n'),
+      ]),
+    );
+    expect(records(items)).toEqual([
+      { line: 2, fields: { email: 'ana@example.com', name: 'Ana' } },
+      { line: 3, fields: { email: 'bo@example.com', name: 'Bo' } },
+    ]);
+  });
+
+  it('detects a ; or tab delimiter from the header, and takes one given explicitly', async () => {
+    expect(records(await read('semi.csv', 'email;name\nana@example.com;Ana, Maria\n'))[0]!.fields).toEqual({
+      email: 'ana@example.com',
+      name: 'Ana, Maria',
+    });
+    expect(records(await read('tab.tsv', 'email\tname\nana@example.com\tAna\n'))[0]!.fields.name).toBe('Ana');
+    expect(
+      records(await read('pipe.csv', 'email|name\na@example.com|A\n', { delimiter: '|' }))[0]!.fields.name,
+    ).toBe('A');
+    expect(detectDelimiter('"a;b",c,d')).toBe(',');
+  });
+
+  it('decodes windows-1252 and keeps accented names exact', async () => {
+    const bytes = Buffer.from([
+      ...Buffer.from('email;name\nzoe@example.com;Zo'),
+      0xeb,
+      ...Buffer.from(' M'),
+      0xfc,
+      ...Buffer.from('ller\n'),
+    ]);
+    const items = await read('excel.csv', bytes, { encoding: 'windows-1252' });
+    expect(records(items)[0]!.fields.name).toBe('Zoë Müller');
+  });
+
+  it('reports a byte sequence invalid in UTF-8 as a row error with its line, and reads the rest', async () => {
+    const bytes = Buffer.concat([
+      Buffer.from('email,name\na@example.com,Ok\nb@example.com,Bad '),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from('\nc@example.com,Ok too\n'),
+    ]);
+    const items = await read('bad-utf8.csv', bytes);
+    expect(errors(items)).toEqual([
+      { line: 3, field: 'name', reason: 'holds bytes that are not valid utf-8' },
+    ]);
+    expect(records(items).map((r) => r.line)).toEqual([2, 4]);
+  });
+
+  it('keeps quoted commas, quotes and newlines in one field, and numbers records by their first line', async () => {
+    const items = await read(
+      'quoted.csv',
+      'email,name\n"a@example.com","Ana ""the boss"", CEO\nsecond line"\nb@example.com,Bo\n',
+    );
+    expect(records(items)).toEqual([
+      { line: 2, fields: { email: 'a@example.com', name: 'Ana "the boss", CEO\nsecond line' } },
+      { line: 4, fields: { email: 'b@example.com', name: 'Bo' } },
+    ]);
+  });
+
+  it('reports a row with too many or too few columns, and reads the others', async () => {
+    const items = await read(
+      'columns.csv',
+      'email,name\na@example.com,A,extra\nb@example.com\nc@example.com,C\n',
+    );
+    expect(errors(items)).toEqual([
+      { line: 2, field: '(row)', reason: 'has 3 columns where the header has 2' },
+      { line: 3, field: '(row)', reason: 'has 1 columns where the header has 2' },
+    ]);
+    expect(records(items).map((r) => r.fields.email)).toEqual(['c@example.com']);
+  });
+
+  it('reads JSON Lines, skipping blank lines and reporting a broken one', async () => {
+    const items = await read(
+      'export.jsonl',
+      '{"email":"a@example.com","external_id":42}\n\n{"email": broken\n{"email":"b@example.com"}\n[1]\n',
+    );
+    expect(records(items)).toEqual([
+      { line: 1, fields: { email: 'a@example.com', external_id: '42' } },
+      { line: 4, fields: { email: 'b@example.com' } },
+    ]);
+    expect(errors(items)).toEqual([
+      { line: 3, field: '(line)', reason: 'is not valid JSON' },
+      { line: 5, field: '(line)', reason: 'is not a JSON object' },
+    ]);
+  });
+});
