@@ -14,6 +14,8 @@ const reviewCursorSchema = z.strictObject({
   id: z.string().min(1).max(64),
   /** The walk's `since` (ms), or null. */
   s: z.number().int().nullable(),
+  /** Only under the identicalPagesAfterPages fault: tells apart cursors naming the same position. */
+  r: z.number().int().nonnegative().optional(),
 });
 
 const listCursorSchema = z.strictObject({
@@ -49,8 +51,19 @@ function decode<T>(cursor: string, schema: z.ZodType<T>): T {
   return parsed.data;
 }
 
-export const encodeReviewCursor = (position: { createdMs: number; id: string }, sinceMs: number | null) =>
-  encode({ v: 1, k: 'reviews', t: position.createdMs, id: position.id, s: sinceMs } satisfies ReviewCursor);
+export const encodeReviewCursor = (
+  position: { createdMs: number; id: string },
+  sinceMs: number | null,
+  repeat?: number,
+) =>
+  encode({
+    v: 1,
+    k: 'reviews',
+    t: position.createdMs,
+    id: position.id,
+    s: sinceMs,
+    ...(repeat === undefined ? {} : { r: repeat }),
+  } satisfies ReviewCursor);
 
 export const decodeReviewCursor = (cursor: string): ReviewCursor => decode(cursor, reviewCursorSchema);
 

@@ -9,11 +9,20 @@ import {
   type ListCursor,
 } from './cursor.js';
 import type { FaultPlan } from './faults.js';
-import { contactBody, eventBody, locationBody, parseBody, professionalBody, webhookBody } from './schema.js';
+import {
+  contactBody,
+  eventBody,
+  type InvalidReviewShape,
+  locationBody,
+  parseBody,
+  professionalBody,
+  webhookBody,
+} from './schema.js';
 import {
   type Company,
   locationJson,
   professionalJson,
+  type ReviewRecord,
   reviewJson,
   SandboxError,
   type Store,
@@ -79,6 +88,15 @@ function parseActive(raw: string | undefined): boolean | undefined {
   throw new SandboxError(422, 'active must be true or false');
 }
 
+/** A review as a buggy platform might serve it: one field out of the spec's shape. */
+function invalidReviewJson(r: ReviewRecord, shape: InvalidReviewShape) {
+  const json = reviewJson(r);
+  if (shape === 'rating') return { ...json, rating: 7 };
+  if (shape === 'created_at') return { ...json, created_at: 'not-a-date' };
+  const { id: _id, ...withoutId } = json;
+  return withoutId;
+}
+
 function cursorError(error: unknown): never {
   if (error instanceof CursorError) throw new SandboxError(422, error.message);
   throw error;
@@ -111,6 +129,9 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRoutes
 
   app.addHook('onRequest', async (request, reply) => {
     const fault = faults.forPartnerRequest(request.url.split('?')[0]!);
+    // A platform bug some clients meet in the field: error texts that quote the caller's key.
+    const sentKey = String(request.headers['x-api-key'] ?? '(none)');
+    const echo = (message: string) => (fault.echoKey ? `${message} for api key ${sentKey}` : message);
     if (fault.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, fault.delayMs));
     switch (fault.outcome) {
       case 'hang': {
@@ -121,16 +142,17 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRoutes
         return new Promise<never>(() => {});
       }
       case 'error500':
-        return reply.code(500).send({ error: 'Internal server error' });
+        return reply.code(500).send({ error: echo('Internal server error') });
       case 'error429':
         return reply
           .code(429)
           .header('retry-after', String(faults.retryAfterSeconds))
-          .send({ error: 'Too many requests' });
+          .send({ error: echo('Too many requests') });
       case 'truncated':
         request.truncate = true;
         break;
       case 'pass':
+        if (fault.echoKey) return reply.code(400).send({ error: `unknown parameter for api key ${sentKey}` });
         break;
     }
     request.company = store.authenticate(request.headers['x-api-key'] as string | undefined);
@@ -154,6 +176,7 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRoutes
     const rawCursor = single(query, 'cursor');
     let after: { createdMs: number; id: string } | null = null;
     let walkSince = sinceMs;
+    let repeat = 0;
     if (rawCursor !== undefined && rawCursor !== '') {
       let cursor: ReturnType<typeof decodeReviewCursor>;
       try {
@@ -166,16 +189,29 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRoutes
       }
       after = { createdMs: cursor.t, id: cursor.id };
       walkSince = cursor.s;
+      repeat = cursor.r ?? 0;
     }
     const page = store.reviewPage(companyOf(request), { limit, after, sinceMs: walkSince });
     const last = page.reviews.at(-1);
+    let hasMore = page.hasMore;
+    let nextCursor = page.hasMore && last ? encodeReviewCursor(last, walkSince) : null;
+    // Pages are numbered by position, so every walk with this limit meets the fault at the same page.
+    const quirk = page.reviews.length > 0 ? faults.pageQuirk(Math.floor(page.offset / limit) + 1) : undefined;
+    if (quirk === 'null_cursor' && hasMore) nextCursor = null;
+    if (quirk === 'repeat_cursor' && rawCursor) {
+      hasMore = true;
+      nextCursor = rawCursor;
+    }
+    if (quirk === 'identical_page' && after !== null) {
+      hasMore = true;
+      nextCursor = encodeReviewCursor(after, walkSince, repeat + 1);
+    }
     return {
-      reviews: page.reviews.map(reviewJson),
-      pagination: {
-        count: page.reviews.length,
-        has_more: page.hasMore,
-        next_cursor: page.hasMore && last ? encodeReviewCursor(last, walkSince) : null,
-      },
+      reviews: page.reviews.map((r) => {
+        const broken = faults.invalidReviewShape(r.id);
+        return broken === undefined ? reviewJson(r) : invalidReviewJson(r, broken);
+      }),
+      pagination: { count: page.reviews.length, has_more: hasMore, next_cursor: nextCursor },
     };
   });
 

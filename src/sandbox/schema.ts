@@ -98,6 +98,30 @@ export const seedBody = z.object({
 
 const fraction = z.number().min(0).max(1);
 
+export const INVALID_REVIEW_SHAPES = ['rating', 'created_at', 'missing_id'] as const;
+export type InvalidReviewShape = (typeof INVALID_REVIEW_SHAPES)[number];
+
+const pageCount = z.int().min(0).max(10_000_000);
+
+/**
+ * The review feed lying about its pages, from the page after the first N of a walk on (pages are
+ * counted by position, so every walk with the same limit meets the fault at the same page).
+ */
+export const paginationFaultsSchema = z
+  .strictObject({
+    /** That page answers `has_more: true` with `next_cursor: null`. */
+    nullCursorAfterPages: pageCount.optional(),
+    /** That page answers with the very cursor it was asked with, so a client following it loops. */
+    repeatCursorAfterPages: pageCount.min(1).optional(),
+    /** That page and every one after repeat the same reviews under a fresh cursor each time. */
+    identicalPagesAfterPages: pageCount.min(1).optional(),
+  })
+  .refine(
+    (p) => Object.values(p).filter((v) => v !== undefined).length <= 1,
+    'only one of nullCursorAfterPages, repeatCursorAfterPages, identicalPagesAfterPages at a time',
+  );
+export type PaginationFaults = z.infer<typeof paginationFaultsSchema>;
+
 export const partnerFaultsSchema = z
   .strictObject({
     error500: fraction.optional(),
@@ -107,8 +131,15 @@ export const partnerFaultsSchema = z
     delayMs: z.int().min(0).max(600_000).optional(),
     hang: fraction.optional(),
     truncated: fraction.optional(),
-    /** Path prefixes (e.g. `/api/v1/partner/reviews`) the faults apply to; all partner routes when omitted. */
+    /** Path prefixes (e.g. `/api/v1/partner/reviews`) the drawn faults and echoKey apply to; all partner routes when omitted. */
     routes: z.array(z.string().min(1)).optional(),
+    /** Reviews served in a broken shape by the feed: a fraction of all (drawn per review id) or these ids. */
+    invalidReviews: z.union([fraction, z.array(z.string().min(1)).max(100_000)]).optional(),
+    /** How an invalid review is broken; drawn per review id when omitted. */
+    invalidReviewShape: z.enum(INVALID_REVIEW_SHAPES).optional(),
+    /** Error bodies echo the request's API key; requests not failed otherwise are answered 400. */
+    echoKey: z.boolean().optional(),
+    pagination: paginationFaultsSchema.optional(),
   })
   .refine(
     (f) => (f.error500 ?? 0) + (f.error429 ?? 0) + (f.hang ?? 0) + (f.truncated ?? 0) <= 1,

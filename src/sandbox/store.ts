@@ -454,13 +454,13 @@ export class Store {
   reviewPage(
     company: Company,
     page: { limit: number; after: Keyed | null; sinceMs: number | null },
-  ): { reviews: ReviewRecord[]; hasMore: boolean } {
+  ): { reviews: ReviewRecord[]; hasMore: boolean; offset: number } {
     const feed = company.visible;
     const start = page.after === null ? 0 : feed.upperBound(page.after);
     const end = page.sinceMs === null ? feed.size : feed.notNewerThan(page.sinceMs);
-    if (start >= end) return { reviews: [], hasMore: false };
+    if (start >= end) return { reviews: [], hasMore: false, offset: start };
     const stop = Math.min(start + page.limit, end);
-    return { reviews: feed.slice(start, stop), hasMore: stop < end };
+    return { reviews: feed.slice(start, stop), hasMore: stop < end, offset: start };
   }
 
   // --- locations and professionals ----------------------------------------------------------
