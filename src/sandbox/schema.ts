@@ -120,7 +120,6 @@ export const paginationFaultsSchema = z
     (p) => Object.values(p).filter((v) => v !== undefined).length <= 1,
     'only one of nullCursorAfterPages, repeatCursorAfterPages, identicalPagesAfterPages at a time',
   );
-export type PaginationFaults = z.infer<typeof paginationFaultsSchema>;
 
 export const partnerFaultsSchema = z
   .strictObject({

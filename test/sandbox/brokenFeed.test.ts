@@ -1,18 +1,20 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxControl } from '../../src/sandbox/controlClient.js';
-import type { RunningSandbox } from '../../src/sandbox/server.js';
-import { type partner, withSandbox } from './helpers.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { partner } from './helpers.js';
 
 type Call = ReturnType<typeof partner>;
 
 /** The faults a hostile or broken platform shows (issue 9): poison records, lying pagination, echoed keys. */
 describe('a broken review feed', () => {
-  let sandbox: RunningSandbox;
+  let sandbox: TestSandbox;
   let control: SandboxControl;
   let api: Call;
 
   beforeAll(async () => {
-    ({ sandbox, control, api } = await withSandbox({ seedReviews: 250 }));
+    sandbox = await testSandbox({ seedReviews: 250 });
+    control = sandbox.control;
+    api = partner(sandbox, sandbox.apiKey);
   });
   afterEach(() => control.setFaults({}));
   afterAll(() => sandbox.close());
