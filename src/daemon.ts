@@ -7,6 +7,7 @@ import { Scheduler } from './jobs/scheduler.js';
 import { type Metrics, makeMetrics } from './metrics.js';
 import { makePartnerApi, type PartnerApi, partnerApiOptions } from './partner-api/client.js';
 import { pullJobSpecs } from './pull/jobs.js';
+import { pushJobSpecs } from './push/jobs.js';
 import { listenForShutdown } from './shutdownSignal.js';
 import { startWebhookReceiver, type WebhookReceiver } from './webhooks/receiver.js';
 
@@ -100,7 +101,12 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
       overlapMs: config.sync.overlapMs,
       detailConcurrency: config.sync.detailConcurrency,
     };
-    for (const spec of [...(api ? pullJobSpecs({ ...pull, api }, config.sync) : []), ...webhooks.jobs]) {
+    const push = api ? pushJobSpecs({ db, api, log, scrubber: ctx.scrubber }, config) : [];
+    for (const spec of [
+      ...(api ? pullJobSpecs({ ...pull, api }, config.sync) : []),
+      ...webhooks.jobs,
+      ...push,
+    ]) {
       scheduler.add(spec);
     }
     closers.push({ name: 'scheduler', close: () => scheduler.stop(config.shutdownGraceMs) });

@@ -114,6 +114,9 @@ export const envSchema = z.object({
   CONTACTS_CONCURRENCY: positiveInt(4),
   CONTACTS_RATE_PER_SECOND: positiveInt(10),
   CONTACTS_LOG_RETENTION_DAYS: positiveInt(90),
+  CRM_INBOX_DIR: optionalText,
+  CRM_INBOX_CRON: cron('* * * * *'),
+  CRM_INBOX_SETTLE_SECONDS: seconds(10),
 
   WEBHOOK_PATH: z.string().trim().startsWith('/', 'must start with /').default('/webhooks/review-created'),
   WEBHOOK_SECRETS: z
@@ -179,6 +182,11 @@ export interface Config {
     readonly concurrency: number;
     readonly ratePerSecond: number;
     readonly logRetentionDays: number;
+    /** Where `run` picks up CRM exports; undefined: no inbox. */
+    readonly inboxDir: string | undefined;
+    readonly inboxCron: string;
+    /** A file is read only once its size and time have not changed for this long. */
+    readonly inboxSettleMs: number;
   };
   readonly webhook: {
     readonly path: string;
@@ -250,6 +258,9 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       concurrency: e.CONTACTS_CONCURRENCY,
       ratePerSecond: e.CONTACTS_RATE_PER_SECOND,
       logRetentionDays: e.CONTACTS_LOG_RETENTION_DAYS,
+      inboxDir: e.CRM_INBOX_DIR,
+      inboxCron: e.CRM_INBOX_CRON,
+      inboxSettleMs: e.CRM_INBOX_SETTLE_SECONDS * 1000,
     },
     webhook: {
       path: e.WEBHOOK_PATH,

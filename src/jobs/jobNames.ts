@@ -10,6 +10,7 @@ export const JOB = {
   professionals: 'professionals',
   webhookHealth: 'webhook-health',
   contactsPush: 'contacts:push',
+  contactsInbox: 'contacts:inbox',
 } as const;
 
 export type JobName = (typeof JOB)[keyof typeof JOB];

@@ -1,0 +1,80 @@
+import { mkdir, readdir, rename, stat } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import type { ContactMapping } from '../../config/configFile.js';
+import { JOB } from '../../jobs/jobNames.js';
+import { addCount } from '../../jobs/runCounts.js';
+import type { JobSpec } from '../../jobs/scheduler.js';
+import { formatOf } from '../readRecords.js';
+import { type PushContactsDeps, type PushContactsOptions, pushContacts } from './pushContacts.js';
+
+const EXPORT_FILE = /\.(csv|tsv|txt|jsonl|ndjson)$/i;
+
+export interface InboxOptions {
+  readonly dir: string;
+  readonly schedule: string;
+  readonly settleMs: number;
+  readonly mapping: ContactMapping;
+  readonly push: Omit<PushContactsOptions, 'mapping' | 'full' | 'dryRun'>;
+}
+
+/**
+ * The CRM inbox of `run`: exports dropped into a directory are pushed once, then moved with their
+ * report to `processed/` (every valid row on the platform) or `failed/`. The directory is polled,
+ * since fs.watch misses events on Docker volumes and network mounts. A file is read only once
+ * its size and time have stayed the same for the settle time: one still being written is left for
+ * a later poll. The job is exclusive, so on a shared volume one replica takes each file.
+ */
+export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions): JobSpec {
+  const seen = new Map<string, { size: number; mtimeMs: number; since: number }>();
+  return {
+    name: JOB.contactsInbox,
+    schedule: options.schedule,
+    runAtStart: options.schedule !== 'off',
+    run: async (counts, signal, run) => {
+      await mkdir(join(options.dir, 'processed'), { recursive: true });
+      await mkdir(join(options.dir, 'failed'), { recursive: true });
+      const names = (await readdir(options.dir, { withFileTypes: true }))
+        .filter((e) => e.isFile() && !e.name.startsWith('.') && EXPORT_FILE.test(e.name))
+        .map((e) => e.name)
+        .sort();
+      const now = Date.now();
+      for (const name of names) {
+        signal?.throwIfAborted();
+        const path = join(options.dir, name);
+        const { size, mtimeMs } = await stat(path);
+        const before = seen.get(name);
+        if (before === undefined || before.size !== size || before.mtimeMs !== mtimeMs) {
+          seen.set(name, { size, mtimeMs, since: now });
+          continue;
+        }
+        if (now - before.since < options.settleMs) continue;
+        seen.delete(name);
+        let destination = 'failed';
+        try {
+          const summary = await pushContacts(
+            deps,
+            path,
+            { ...options.push, mapping: options.mapping, full: false, dryRun: false, format: formatOf(name) },
+            counts,
+            run ?? { runId: undefined },
+            signal,
+          );
+          if (summary.failed === 0) destination = 'processed';
+          deps.log.info(
+            { file: name, ...summary, reportPath: undefined, moved: destination },
+            'CRM export pushed',
+          );
+        } catch (error) {
+          if (signal?.aborted) throw error; // left in place: the next run takes it again
+          deps.log.error({ file: name, err: error }, 'CRM export could not be pushed');
+        }
+        addCount(counts, `files_${destination}`);
+        await rename(path, join(options.dir, destination, name));
+        await rename(
+          `${path}.rejects.csv`,
+          join(options.dir, destination, `${basename(path)}.rejects.csv`),
+        ).catch(() => {});
+      }
+    },
+  };
+}

@@ -1,0 +1,79 @@
+import { appendFile, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CliProcess, waitForHttp } from '../helpers/cli.js';
+import { daemonSetup } from '../helpers/daemon.js';
+import { dropSchema } from '../helpers/db.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { waitFor } from '../helpers/wait.js';
+
+const rows = (from: number, to: number) =>
+  Array.from(
+    { length: to - from },
+    (_, i) => `crm-${from + i},p${from + i}@example.com,Person ${from + i}\n`,
+  ).join('');
+
+/** `run` with CRM_INBOX_DIR: files dropped into the directory, as a CRM's export job would. */
+describe('the CRM inbox of the daemon', () => {
+  let sandbox: TestSandbox;
+  let schema: string | undefined;
+  beforeAll(async () => {
+    sandbox = await testSandbox({ seed: 9 });
+  });
+  afterAll(async () => {
+    await sandbox?.close();
+    if (schema) await dropSchema(schema);
+  });
+
+  const onPlatform = async () => (await sandbox.control.truth(sandbox.companyId)).contacts;
+
+  it('pushes a dropped export once it is complete, then moves it and its report to processed/', async () => {
+    const inbox = await mkdtemp(join(tmpdir(), 'rm-inbox-'));
+    const setup = await daemonSetup(sandbox, {
+      SYNC_REVIEWS_CRON: 'off',
+      CRM_INBOX_DIR: inbox,
+      CRM_INBOX_CRON: '* * * * * *',
+      CRM_INBOX_SETTLE_SECONDS: '3',
+      CONTACTS_RATE_PER_SECOND: '1000',
+    });
+    schema = setup.schema;
+    const daemon = new CliProcess(['run'], setup.env);
+    try {
+      await waitForHttp(`http://127.0.0.1:${setup.adminPort}/healthz`, 30_000);
+      // The CRM is still writing: half the rows, then a pause shorter than the settle time.
+      const file = join(inbox, 'crm-export.csv');
+      await writeFile(file, `external_id,email,name\n${rows(0, 50)}`);
+      await sleep(1_500);
+      expect(await onPlatform()).toEqual([]);
+      await appendFile(file, `${rows(50, 100)}not-an-id,not-an-email,Broken\n`);
+
+      await waitFor(
+        async () => (await readdir(join(inbox, 'processed'))).includes('crm-export.csv'),
+        30_000,
+        100,
+      );
+      const contacts = await onPlatform();
+      expect(contacts.map((c) => c.external_id).sort()).toEqual(
+        Array.from({ length: 100 }, (_, i) => `crm-${i}`).sort(),
+      );
+      expect(await readdir(inbox)).toEqual(expect.not.arrayContaining(['crm-export.csv']));
+      const report = await readFile(join(inbox, 'processed', 'crm-export.csv.rejects.csv'), 'utf8');
+      expect(report).toContain('102,email,is not an email address,');
+
+      // Dropped again, the same export sends nothing.
+      const posts = async () =>
+        Object.values(
+          (await sandbox.control.requests()).by_route['POST /api/v1/partner/contacts'] ?? {},
+        ).reduce((a, b) => a + b, 0);
+      const before = await posts();
+      await writeFile(join(inbox, 'again.csv'), `external_id,email,name\n${rows(0, 100)}`);
+      await waitFor(async () => (await readdir(join(inbox, 'processed'))).includes('again.csv'), 30_000, 100);
+      expect(await posts()).toBe(before);
+    } finally {
+      daemon.kill('SIGTERM');
+      await daemon.exited;
+    }
+  });
+});
