@@ -38,10 +38,20 @@ const httpUrl = z
   .trim()
   .refine((v) => URL.canParse(v) && /^https?:$/.test(new URL(v).protocol), 'must be an http(s) URL');
 
+/**
+ * A postgres:// URL as pg reads it. Credentials with no host (`postgres://u:pw@/db?host=/run/pg`,
+ * a Unix socket) are valid for pg but not for WHATWG URL: parsed with a placeholder host.
+ */
+function parseDatabaseUrl(value: string): URL | undefined {
+  if (URL.canParse(value)) return new URL(value);
+  const withHost = value.replace(/^(postgres(?:ql)?:\/\/[^/?#]*@)(?=[/?#]|$)/, '$1localhost');
+  return withHost !== value && URL.canParse(withHost) ? new URL(withHost) : undefined;
+}
+
 /** Why a postgres:// URL cannot be used, or undefined; never repeats the URL (it holds the password). */
 function databaseUrlProblem(value: string): string | undefined {
-  if (!URL.canParse(value)) return 'not a URL';
-  const url = new URL(value);
+  const url = parseDatabaseUrl(value);
+  if (url === undefined) return 'not a URL';
   try {
     decodeURIComponent(url.username);
     decodeURIComponent(url.password);
@@ -292,7 +302,9 @@ export function requireApi(config: Config): { url: string; key: string } {
 /** Every secret value in the configuration, for the log scrubber. */
 export function configSecrets(config: Config): string[] {
   const dbPassword =
-    config.db.url === undefined ? undefined : decodeURIComponent(new URL(config.db.url).password);
+    config.db.url === undefined
+      ? undefined
+      : decodeURIComponent(parseDatabaseUrl(config.db.url)?.password ?? '');
   return [config.api.key, dbPassword, ...config.webhook.secrets].filter(
     (s): s is string => s !== undefined && s !== '',
   );

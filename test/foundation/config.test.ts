@@ -95,6 +95,19 @@ describe('loadConfig', () => {
   });
 });
 
+describe('DATABASE_URL forms pg accepts', () => {
+  it.each([
+    'postgres:///reviews?host=/var/run/postgresql',
+    'postgres://mirror:s3cret@/reviews?host=/tmp',
+    'postgres://mirror:p%40ss@[::1]:5432/reviews',
+  ])('accepts %s, and scrubs its password', (url) => {
+    const config = parseConfig({ DATABASE_URL: url });
+    expect(config.db.url).toBe(url);
+    const password = decodeURIComponent(url.match(/:([^:@/]*)@/)?.[1] ?? '');
+    if (password !== '') expect(configSecrets(config)).toContain(password);
+  });
+});
+
 describe('the CLI on bad configuration', () => {
   it.each([
     ['HTTP_PORT', 'abc'],
