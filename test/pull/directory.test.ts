@@ -11,6 +11,7 @@ import { syncLocations, syncProfessionals } from '../../src/pull/syncDirectory.j
 import { freshDb } from '../helpers/db.js';
 import { quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { waitFor } from '../helpers/wait.js';
 import { pullContext, testApi, testHttp } from './helpers.js';
 
 describe('locations and professionals', () => {
@@ -18,7 +19,8 @@ describe('locations and professionals', () => {
   let db: Db;
   let api: PartnerApi;
   beforeAll(async () => {
-    sandbox = await testSandbox({ surveyDelayMs: 400 });
+    // Long enough that the first sync, on a loaded machine too, happens before any survey exists.
+    sandbox = await testSandbox({ surveyDelayMs: 3_000 });
     db = await freshDb();
     // Page size 2: the lists span several pages in both the active and the inactive walk.
     api = testApi(sandbox, { pageSize: 2 });
@@ -125,7 +127,10 @@ describe('locations and professionals', () => {
   });
 
   it('keeps default_survey_url current once the platform provisions it', async () => {
-    await new Promise((r) => setTimeout(r, 500));
+    await waitFor(async () => {
+      const truth = await sandbox.control.truth(sandbox.companyId);
+      return [...truth.locations, ...truth.professionals].every((r) => r.default_survey_url !== null);
+    });
     await syncBoth();
     await mirrorMatchesTruth();
     const surveys = await db.knex(db.table('locations')).whereNull('default_survey_url').count({ n: '*' });
