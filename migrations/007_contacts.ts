@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { commentOn } from './commentOn.js';
 
 /** The contacts pushed to the platform, and the per-row log of every push. */
 export async function up(knex: Knex, schema: string): Promise<void> {
@@ -28,56 +29,37 @@ export async function up(knex: Knex, schema: string): Promise<void> {
     t.index(['run_id'], 'contact_push_log_run_idx');
     t.index(['at'], 'contact_push_log_at_idx');
   });
-  const comments: Array<[string, string | undefined, string]> = [
-    [
-      'contacts',
-      undefined,
+  await commentOn(knex, schema, 'contacts', {
+    table:
       'One row per contact key pushed to the platform: the content last sent (or being sent) and how it went. A re-push sends only what is new, changed or failed.',
-    ],
-    [
-      'contacts',
-      'key',
-      'external_id when the row had one, else the lower-cased email: how the contact is matched.',
-    ],
-    ['contacts', 'email', 'Email sent to the platform.'],
-    ['contacts', 'name', 'Name sent to the platform.'],
-    ['contacts', 'external_id', "The CRM's own identifier, the platform's upsert key."],
-    ['contacts', 'professional_id', 'Professional the contact belongs to, if any.'],
-    [
-      'contacts',
-      'content_hash',
-      'sha256 of the fields sent; a row of a later export with another hash is sent again.',
-    ],
-    [
-      'contacts',
-      'outcome',
-      'pending (recorded before sending: a crash leaves it, and the next push sends it again), sent, or failed.',
-    ],
-    ['contacts', 'platform_contact_id', "The platform's contact id, from its answer."],
-    ['contacts', 'last_error', "Why the last push failed (the platform's error text, scrubbed of secrets)."],
-    ['contacts', 'pushed_at', 'When the outcome was recorded.'],
-    [
-      'contact_push_log',
-      undefined,
+    columns: {
+      key: 'external_id when the row had one, else the lower-cased email: how the contact is matched.',
+      email: 'Email sent to the platform.',
+      name: 'Name sent to the platform.',
+      external_id: "The CRM's own identifier, the platform's upsert key.",
+      professional_id: 'Professional the contact belongs to, if any.',
+      content_hash: 'sha256 of the fields sent; a row of a later export with another hash is sent again.',
+      outcome:
+        'pending (recorded before sending: a crash leaves it, and the next push sends it again), sent, or failed.',
+      platform_contact_id: "The platform's contact id, from its answer.",
+      last_error: "Why the last push failed (the platform's error text, scrubbed of secrets).",
+      pushed_at: 'When the outcome was recorded.',
+    },
+  });
+  await commentOn(knex, schema, 'contact_push_log', {
+    table:
       'One row per contact (or rejected row) per push: what was done with it and how it went. Pruned after CONTACTS_LOG_RETENTION_DAYS.',
-    ],
-    ['contact_push_log', 'run_id', 'The push run (sync_runs.id, job contacts:push).'],
-    ['contact_push_log', 'file', 'The export file pushed.'],
-    ['contact_push_log', 'line', 'Line of the file the row starts on.'],
-    ['contact_push_log', 'key', 'Contact key, when the row had a valid one.'],
-    [
-      'contact_push_log',
-      'operation',
-      'create, update, retry, unchanged, rejected (invalid row) or replaced (a later row of the file has the same key).',
-    ],
-    ['contact_push_log', 'outcome', 'sent_created, sent_updated, unchanged, rejected, replaced or failed.'],
-    ['contact_push_log', 'error', 'Why the row was rejected or failed.'],
-    ['contact_push_log', 'content_hash', 'sha256 of the fields sent.'],
-    ['contact_push_log', 'at', 'When this was recorded.'],
-  ];
-  for (const [table, column, text] of comments) {
-    const target = column === undefined ? 'table ??' : 'column ??.??';
-    const names = column === undefined ? [`${schema}.${table}`] : [`${schema}.${table}`, column];
-    await knex.raw(`comment on ${target} is '${text.replaceAll("'", "''")}'`, names);
-  }
+    columns: {
+      run_id: 'The push run (sync_runs.id, job contacts:push).',
+      file: 'The export file pushed.',
+      line: 'Line of the file the row starts on.',
+      key: 'Contact key, when the row had a valid one.',
+      operation:
+        'create, update, retry, unchanged, rejected (invalid row) or replaced (a later row of the file has the same key).',
+      outcome: 'sent_created, sent_updated, unchanged, rejected, replaced or failed.',
+      error: 'Why the row was rejected or failed.',
+      content_hash: 'sha256 of the fields sent.',
+      at: 'When this was recorded.',
+    },
+  });
 }
