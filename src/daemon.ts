@@ -101,7 +101,7 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
       overlapMs: config.sync.overlapMs,
       detailConcurrency: config.sync.detailConcurrency,
     };
-    const push = api ? pushJobSpecs({ db, api, log, scrubber: ctx.scrubber }, config) : [];
+    const push = api ? pushJobSpecs({ db, api, log, metrics, scrubber: ctx.scrubber }, config) : [];
     for (const spec of [
       ...(api ? pullJobSpecs({ ...pull, api }, config.sync) : []),
       ...webhooks.jobs,

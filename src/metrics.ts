@@ -112,6 +112,28 @@ export function makeMetrics() {
       labelNames: ['state'] as const,
       registers,
     }),
+    contactsRows: new Counter({
+      name: 'review_mirror_contacts_rows_total',
+      help: 'Rows of pushed CRM exports, by outcome: sent_created, sent_updated, unchanged, rejected (invalid), replaced (a later row had the same key), failed.',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    contactsPushDuration: new Histogram({
+      name: 'review_mirror_contacts_push_duration_seconds',
+      help: 'Time to push one CRM export, from reading its first byte to its last recorded outcome.',
+      buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600],
+      registers,
+    }),
+    contactsRowsPerSecond: new Gauge({
+      name: 'review_mirror_contacts_push_rows_per_second',
+      help: 'Rows per second of the last CRM export pushed (read, diffed and sent).',
+      registers,
+    }),
+    contactsLastSuccess: new Gauge({
+      name: 'review_mirror_contacts_last_success_timestamp_seconds',
+      help: 'When a CRM export was last pushed with every valid contact on the platform (Unix time).',
+      registers,
+    }),
     webhookMissRatio: new Gauge({
       name: 'review_mirror_webhook_miss_ratio',
       help: 'Share of reviews first seen in the last 24 h that reached us by the feed rather than a webhook.',

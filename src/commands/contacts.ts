@@ -9,6 +9,7 @@ import { makePartnerApi, partnerApiOptions } from '../partner-api/client.js';
 import { type PushSummary, pushContacts } from '../push/contacts/pushContacts.js';
 import { ENCODINGS, type Encoding, type FileFormat } from '../push/readRecords.js';
 import { listenForShutdown } from '../shutdownSignal.js';
+import { terminalPushProgress } from './pushProgressBar.js';
 
 interface PushFlags {
   dryRun?: boolean;
@@ -53,6 +54,7 @@ async function runPush(ctx: Context, file: string, flags: PushFlags): Promise<vo
   const shutdown = listenForShutdown();
   const api = makePartnerApi(partnerApiOptions(ctx.config, ctx.log));
   let summary: PushSummary | undefined;
+  const progress = terminalPushProgress();
   try {
     await withDb(ctx, async (db) => {
       await migrate(db);
@@ -73,7 +75,15 @@ async function runPush(ctx: Context, file: string, flags: PushFlags): Promise<vo
         signal?: AbortSignal,
         run?: { runId: number | undefined },
       ) => {
-        summary = await pushContacts(deps, file, options, counts, run ?? { runId: undefined }, signal);
+        summary = await pushContacts(
+          deps,
+          file,
+          options,
+          counts,
+          run ?? { runId: undefined },
+          signal,
+          progress,
+        );
       };
       // A dry run records no run; a real one is exclusive: two pushes never interleave.
       if (options.dryRun) await push({}, shutdown.signal);
@@ -85,6 +95,7 @@ async function runPush(ctx: Context, file: string, flags: PushFlags): Promise<vo
         );
     });
   } finally {
+    progress?.stop();
     shutdown.dispose();
     await api.close();
   }

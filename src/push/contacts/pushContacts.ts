@@ -1,28 +1,36 @@
+import { randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import PQueue from 'p-queue';
 import type { ContactMapping } from '../../config/configFile.js';
 import type { Db } from '../../db/connect.js';
 import { describeError } from '../../errors.js';
 import { addCount, type RunCounts } from '../../jobs/runCounts.js';
 import type { Logger, SecretScrubber } from '../../log.js';
+import type { Metrics } from '../../metrics.js';
 import type { PartnerApi } from '../../partner-api/client.js';
-import { type ReadOptions, readRecords } from '../readRecords.js';
+import { formatOf, type ReadOptions } from '../readRecords.js';
 import { RejectReport } from '../rejectReport.js';
-import { type ContactRow, toContactRow } from './contactRow.js';
+import type { ContactRow } from './contactRow.js';
 import {
-  appendPushLog,
-  type PushLogEntry,
+  clearStagedContacts,
   prunePushLog,
-  readStoredContacts,
+  readStagedContacts,
   recordOutcome,
   recordPending,
 } from './contactsSql.js';
 import { type PushOperation, planPush } from './planPush.js';
+import { PushLogWriter } from './pushLog.js';
+import { stageContacts } from './stageContacts.js';
 
 export interface PushContactsDeps {
   readonly db: Db;
   readonly api: Pick<PartnerApi, 'contacts' | 'onRateLimited'>;
   readonly log: Logger;
   readonly scrubber: SecretScrubber;
+  readonly metrics?:
+    | Pick<Metrics, 'contactsRows' | 'contactsPushDuration' | 'contactsRowsPerSecond' | 'contactsLastSuccess'>
+    | undefined;
 }
 
 export interface PushContactsOptions extends ReadOptions {
@@ -47,19 +55,31 @@ export interface PushSummary {
   /** Would be sent (dry run) or were sent. */
   toSend: number;
   sent: number;
+  /** Of those sent: new on the platform, and updated there. */
+  created: number;
+  updated: number;
   failed: number;
   reportPath: string;
 }
 
-const KEY_BATCH = 1_000;
-const LOG_BATCH = 500;
+/**
+ * Where a push is, for a progress bar: bytes of the file read (and rows so far), then valid
+ * contacts handled (compared, sent or failed).
+ */
+export interface PushProgress {
+  update(phase: 'reading' | 'sending', done: number, total: number, rows: number): void;
+}
+
+const PLAN_BATCH = 1_000;
 
 /**
- * Pushes the contacts of a CRM export: streams and validates every row (rejects to the report
- * and the row log), keeps the last row of each key, sends only new, changed or previously failed
- * contacts — each recorded as pending before its request and with its outcome after, so a
- * process killed mid-file sends at most the requests in flight again on the next push, which the
- * platform's upsert makes harmless — with bounded concurrency and one rate limit for every worker.
+ * Pushes the contacts of a CRM export. The file is streamed into staging rows (rejects to the
+ * report and the row log, the last row of each key kept), then read back in file order joined
+ * with what was pushed before: only new, changed or previously failed contacts are sent, each
+ * recorded as pending before its request and with its outcome after — so a process killed
+ * mid-file sends at most the requests in flight again on the next push, which the platform's
+ * upsert makes harmless — with bounded concurrency and one rate limit for every worker. Memory
+ * holds a batch of rows and the requests queued, whatever the file's size.
  */
 export async function pushContacts(
   deps: PushContactsDeps,
@@ -68,14 +88,13 @@ export async function pushContacts(
   counts: RunCounts,
   run: { runId: number | undefined },
   signal?: AbortSignal,
+  progress?: PushProgress,
 ): Promise<PushSummary> {
-  const { db, log } = deps;
+  const { db } = deps;
+  const startedAt = performance.now();
+  const pushId = randomUUID();
   const report = new RejectReport(file);
-  const logBuffer: PushLogEntry[] = [];
-  const flushLog = async (force = false) => {
-    if (options.dryRun || (logBuffer.length < LOG_BATCH && !force)) return;
-    await appendPushLog(db.knex, db, { runId: run.runId, file }, logBuffer.splice(0));
-  };
+  const pushLog = new PushLogWriter(db, { runId: run.runId, file }, !options.dryRun);
   const summary: PushSummary = {
     read: 0,
     valid: 0,
@@ -84,81 +103,65 @@ export async function pushContacts(
     unchanged: 0,
     toSend: 0,
     sent: 0,
+    created: 0,
+    updated: 0,
     failed: 0,
     reportPath: report.path,
   };
-
-  // Memory grows with distinct keys only (the last row of each), never with the file's size.
-  const latest = new Map<string, ContactRow>();
   try {
-    for await (const item of readRecords(file, options)) {
-      signal?.throwIfAborted();
-      summary.read++;
-      const row = 'error' in item ? item.error : toContactRow(item.record, options.mapping);
-      if (!('key' in row)) {
-        summary.rejected++;
-        await report.add(row);
-        logBuffer.push({
-          line: row.line,
-          key: null,
-          operation: 'rejected',
-          outcome: 'rejected',
-          error: `${row.field}: ${row.reason}`,
-        });
-        await flushLog();
-        continue;
-      }
-      const earlier = latest.get(row.key);
-      if (earlier !== undefined) {
-        summary.replaced++;
-        await report.add({
-          line: earlier.line,
-          field: '(row)',
-          reason: `replaced by line ${row.line} (same key)`,
-          key: row.key,
-        });
-        logBuffer.push({
-          line: earlier.line,
-          key: row.key,
-          operation: 'replaced',
-          outcome: 'replaced',
-          error: `replaced by line ${row.line}`,
-        });
-      }
-      latest.set(row.key, row);
+    const { size } = await stat(file);
+    const bytes = createReadStream(file);
+    const tick = () => progress?.update('reading', bytes.bytesRead, size, summary.read);
+    const reading = progress ? setInterval(tick, 200) : undefined;
+    try {
+      await stageContacts(
+        db,
+        pushId,
+        bytes,
+        { ...options, format: options.format ?? formatOf(file) },
+        { report, pushLog },
+        summary,
+        signal,
+      );
+      progress?.update('reading', size, size, summary.read);
+    } finally {
+      clearInterval(reading);
+      await report.close();
     }
+    await sendStaged(deps, pushId, options, summary, pushLog, signal, progress);
   } finally {
-    await report.close();
-  }
-  summary.valid = latest.size;
-
-  const toSend: Array<{ row: ContactRow; operation: PushOperation }> = [];
-  const rows = [...latest.values()];
-  for (let i = 0; i < rows.length; i += KEY_BATCH) {
-    const batch = rows.slice(i, i + KEY_BATCH);
-    const stored = await readStoredContacts(
-      db.knex,
-      db,
-      batch.map((r) => r.key),
+    // Rows a failed clear leaves are pruned by a later push; the push's own outcome stands.
+    await clearStagedContacts(db.knex, db, pushId).catch((error: unknown) =>
+      deps.log.warn({ err: deps.scrubber.scrub(describeError(error)) }, 'could not clear staged contacts'),
     );
-    for (const row of batch) {
-      const operation = planPush(stored.get(row.key), row.hash, { full: options.full });
-      if (operation === 'unchanged') {
-        summary.unchanged++;
-        logBuffer.push({
-          line: row.line,
-          key: row.key,
-          operation,
-          outcome: 'unchanged',
-          contentHash: row.hash,
-        });
-      } else toSend.push({ row, operation });
-    }
-    await flushLog();
   }
-  summary.toSend = toSend.length;
-  if (options.dryRun) return summary;
+  if (!options.dryRun) await prunePushLog(db.knex, db, options.logRetentionDays);
+  for (const [name, n] of Object.entries({
+    read: summary.read,
+    rejected: summary.rejected,
+    replaced: summary.replaced,
+    unchanged: summary.unchanged,
+    sent_created: summary.created,
+    sent_updated: summary.updated,
+    failed: summary.failed,
+  })) {
+    addCount(counts, name, n);
+  }
+  if (!options.dryRun) recordMetrics(deps, summary, (performance.now() - startedAt) / 1000);
+  return summary;
+}
 
+/** Plans each staged contact in file order and sends those that need it. */
+async function sendStaged(
+  deps: PushContactsDeps,
+  pushId: string,
+  options: PushContactsOptions,
+  summary: PushSummary,
+  pushLog: PushLogWriter,
+  signal: AbortSignal | undefined,
+  progress: PushProgress | undefined,
+): Promise<void> {
+  const { db, log } = deps;
   const queue = new PQueue({
     concurrency: options.concurrency,
     intervalCap: options.ratePerSecond,
@@ -169,29 +172,30 @@ export async function pushContacts(
     queue.pause();
     setTimeout(() => queue.start(), delayMs).unref();
   });
-  const send = async ({ row, operation }: (typeof toSend)[number]) => {
+  let handled = 0;
+  const tick = () => progress?.update('sending', handled, summary.valid, handled);
+  // A database error while recording stops the push; what was not recorded is sent next time.
+  let broken: unknown;
+
+  const send = async (row: ContactRow, operation: PushOperation) => {
     signal?.throwIfAborted();
     await recordPending(db.knex, db, row);
     try {
       const answer = await deps.api.contacts.upsert(row.contact, signal);
       await recordOutcome(db.knex, db, row.key, { sent: true, platformContactId: answer.id });
       const created = answer.created ?? operation === 'create';
+      const outcome = created ? 'sent_created' : 'sent_updated';
       summary.sent++;
-      addCount(counts, created ? 'sent_created' : 'sent_updated');
-      logBuffer.push({
-        line: row.line,
-        key: row.key,
-        operation,
-        outcome: created ? 'sent_created' : 'sent_updated',
-        contentHash: row.hash,
-      });
+      if (created) summary.created++;
+      else summary.updated++;
+      pushLog.add({ line: row.line, key: row.key, operation, outcome, contentHash: row.hash });
     } catch (error) {
       if (signal?.aborted) throw error;
       const text = deps.scrubber.scrub(describeError(error));
       await recordOutcome(db.knex, db, row.key, { sent: false, error: text });
       summary.failed++;
       log.warn({ line: row.line, key: row.key, err: text }, 'contact push failed');
-      logBuffer.push({
+      pushLog.add({
         line: row.line,
         key: row.key,
         operation,
@@ -200,25 +204,70 @@ export async function pushContacts(
         contentHash: row.hash,
       });
     }
-    await flushLog();
+    handled++;
+    tick();
+    await pushLog.flush();
   };
+
   try {
-    await Promise.all(toSend.map((item) => queue.add(() => send(item))));
+    let afterLine = 0;
+    for (;;) {
+      if (broken !== undefined) throw broken;
+      signal?.throwIfAborted();
+      const staged = await readStagedContacts(db.knex, db, pushId, afterLine, PLAN_BATCH);
+      if (staged.length === 0) break;
+      afterLine = staged.at(-1)!.row.line;
+      for (const { row, stored } of staged) {
+        const operation = planPush(stored, row.hash, { full: options.full });
+        if (operation === 'unchanged') {
+          summary.unchanged++;
+          handled++;
+          pushLog.add({
+            line: row.line,
+            key: row.key,
+            operation,
+            outcome: 'unchanged',
+            contentHash: row.hash,
+          });
+          continue;
+        }
+        summary.toSend++;
+        if (options.dryRun) {
+          handled++;
+          continue;
+        }
+        queue
+          .add(() => send(row, operation))
+          .catch((error: unknown) => {
+            broken ??= error;
+          });
+      }
+      tick();
+      await pushLog.flush();
+      // Backpressure: read the next batch only once the queue has room, so memory stays flat.
+      await queue.onSizeLessThan(Math.max(options.concurrency * 4, PLAN_BATCH / 2));
+    }
+    await queue.onIdle();
+    if (broken !== undefined) throw broken;
   } finally {
-    // On an abort, what was not started stays unsent (and is sent by the next push).
+    // On an abort or an error, what was not started stays unsent (and is sent by the next push).
     queue.clear();
     await queue.onIdle();
     stopListening();
-    await flushLog(true);
+    await pushLog.flush(true);
   }
-  await prunePushLog(db.knex, db, options.logRetentionDays);
-  for (const [name, n] of Object.entries({
-    read: summary.read,
-    rejected: summary.rejected,
-    unchanged: summary.unchanged,
-    failed: summary.failed,
-  })) {
-    addCount(counts, name, n);
-  }
-  return summary;
+}
+
+function recordMetrics(deps: PushContactsDeps, summary: PushSummary, seconds: number): void {
+  const m = deps.metrics;
+  if (m === undefined) return;
+  m.contactsRows.inc({ outcome: 'sent_created' }, summary.created);
+  m.contactsRows.inc({ outcome: 'sent_updated' }, summary.updated);
+  m.contactsRows.inc({ outcome: 'unchanged' }, summary.unchanged);
+  m.contactsRows.inc({ outcome: 'rejected' }, summary.rejected);
+  m.contactsRows.inc({ outcome: 'replaced' }, summary.replaced);
+  m.contactsRows.inc({ outcome: 'failed' }, summary.failed);
+  m.contactsPushDuration.observe(seconds);
+  if (seconds > 0) m.contactsRowsPerSecond.set(summary.read / seconds);
+  if (summary.failed === 0) m.contactsLastSuccess.set(Date.now() / 1000);
 }

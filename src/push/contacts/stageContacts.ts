@@ -1,0 +1,87 @@
+import type { Readable } from 'node:stream';
+import type { ContactMapping } from '../../config/configFile.js';
+import type { Db } from '../../db/connect.js';
+import { type ReadOptions, readRecords } from '../readRecords.js';
+import type { RejectReport } from '../rejectReport.js';
+import { type ContactRow, toContactRow } from './contactRow.js';
+import { stageContactRows } from './contactsSql.js';
+import type { PushLogWriter } from './pushLog.js';
+
+const STAGE_BATCH = 1_000;
+
+export interface StageCounts {
+  read: number;
+  rejected: number;
+  replaced: number;
+  /** Distinct valid keys staged: what the diff compares. */
+  valid: number;
+}
+
+/**
+ * Streams the export (counting into `counts` as it goes, for a progress bar) into the push's staging rows: every invalid row to the report and the row
+ * log, the last row of each key staged (the rows it replaced reported). Memory holds one batch.
+ */
+export async function stageContacts(
+  db: Db,
+  pushId: string,
+  source: Readable,
+  options: ReadOptions & { readonly mapping: ContactMapping },
+  out: { readonly report: RejectReport; readonly pushLog: PushLogWriter },
+  counts: StageCounts,
+  signal?: AbortSignal,
+): Promise<void> {
+  let batch = new Map<string, ContactRow>();
+  const replaced = async (earlierLine: number, row: ContactRow) => {
+    counts.replaced++;
+    await out.report.add({
+      line: earlierLine,
+      field: '(row)',
+      reason: `replaced by line ${row.line} (same key)`,
+      key: row.key,
+    });
+    out.pushLog.add({
+      line: earlierLine,
+      key: row.key,
+      operation: 'replaced',
+      outcome: 'replaced',
+      error: `replaced by line ${row.line}`,
+    });
+  };
+  const stageBatch = async () => {
+    const rows = [...batch.values()];
+    batch = new Map();
+    const earlier = await stageContactRows(db.knex, db, pushId, rows);
+    counts.valid += rows.length - earlier.size;
+    for (const row of rows) {
+      const line = earlier.get(row.key);
+      if (line !== undefined) await replaced(line, row);
+    }
+    await out.pushLog.flush();
+  };
+
+  for await (const item of readRecords(source, options)) {
+    signal?.throwIfAborted();
+    counts.read++;
+    const row = 'error' in item ? item.error : toContactRow(item.record, options.mapping);
+    if (!('key' in row)) {
+      counts.rejected++;
+      await out.report.add(row);
+      out.pushLog.add({
+        line: row.line,
+        key: null,
+        operation: 'rejected',
+        outcome: 'rejected',
+        error: `${row.field}: ${row.reason}`,
+      });
+      continue;
+    }
+    const earlier = batch.get(row.key);
+    if (earlier !== undefined) {
+      batch.delete(row.key);
+      await replaced(earlier.line, row);
+    }
+    batch.set(row.key, row);
+    if (batch.size >= STAGE_BATCH) await stageBatch();
+  }
+  await stageBatch();
+}
