@@ -4,6 +4,7 @@ import { Pool } from 'undici';
 import { z } from 'zod';
 import { type Logger, SecretScrubber } from '../log.js';
 import { ApiAuthError, ApiRequestError, ApiSchemaError, ApiUnavailableError } from './errors.js';
+import { requestSignal } from './requestSignal.js';
 import {
   type FailureReason,
   isRetryableStatus,
@@ -133,9 +134,7 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
     req: RequestOptions<S>,
     idempotent: boolean,
   ): Promise<z.output<S>> {
-    const timeout = requestTimeoutMs > 0 ? AbortSignal.timeout(requestTimeoutMs) : undefined;
-    const signals = [req.signal, timeout].filter((s): s is AbortSignal => s !== undefined);
-    const signal = signals.length > 0 ? AbortSignal.any(signals) : undefined;
+    const { signal, timedOut: hitTimeout, dispose } = requestSignal(req.signal, requestTimeoutMs);
     let status: number;
     let text: string;
     let headers: Record<string, string | string[] | undefined>;
@@ -157,12 +156,14 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
     } catch (cause) {
       if (req.signal?.aborted) throw req.signal.reason ?? cause;
       const code = (cause as { code?: string }).code ?? '';
-      const timedOut = timeout?.aborted === true || TIMEOUT_ERRORS.includes(code);
+      const timedOut = hitTimeout() || TIMEOUT_ERRORS.includes(code);
       const reason: FailureReason = timedOut ? 'timeout' : 'network';
       metrics?.apiRequests.inc({ route, status: reason });
       const what = timedOut ? 'timed out' : `failed (${code || scrubber.scrub((cause as Error).message)})`;
       const error = new ApiUnavailableError(`${route} ${what}`, { route, cause });
       throw new AttemptFailure(reason, idempotent || CONNECT_ERRORS.includes(code), error);
+    } finally {
+      dispose();
     }
     metrics?.apiRequests.inc({ route, status: String(status) });
 

@@ -1,7 +1,8 @@
 import { createReadStream } from 'node:fs';
 import { extname } from 'node:path';
 import { Readable, Transform } from 'node:stream';
-import { parse } from 'csv-parse';
+import { type CsvError, parse } from 'csv-parse';
+import { FatalError } from '../errors.js';
 
 /** A record of an export file: its fields by column name, and the physical line it starts on. */
 export interface FileRecord {
@@ -14,6 +15,11 @@ export interface RowError {
   readonly line: number;
   readonly field: string;
   readonly reason: string;
+}
+
+/** The file as a whole cannot be read as records (its header is ambiguous): nothing is sent. */
+export class RecordFileError extends FatalError {
+  override readonly name = 'RecordFileError';
 }
 
 export type ReadItem = { readonly record: FileRecord } | { readonly error: RowError };
@@ -163,14 +169,51 @@ async function* readCsv(
       }
     })(),
   );
+  // relax_quotes: a quote inside an unquoted field (`O"Brien`) is kept as written, as Excel reads
+  // it. A quote opened and never closed swallows the rest of the file: that is skipped and
+  // reported, naming the lines lost.
   const parser = replay.pipe(
-    parse({ bom: true, delimiter: chosen, relax_column_count: true, skip_empty_lines: true, info: true }),
+    parse({
+      bom: true,
+      delimiter: chosen,
+      relax_column_count: true,
+      relax_quotes: true,
+      skip_empty_lines: true,
+      skip_records_with_error: true,
+      info: true,
+    }),
   );
+  const skipped: CsvError[] = [];
+  parser.on('skip', (error: CsvError) => skipped.push(error));
   let header: string[] | undefined;
+  // csv-parse counts a CRLF inside a quoted field as two lines; what it over-counts is taken off.
+  let overCounted = 0;
+  let lastLine = 0;
+  let seen = 0;
+  // A skip is reported once the records parsed before it have been.
+  const reportSkipped = function* (all = false): Generator<ReadItem> {
+    while (skipped.length > 0 && (all || Number(skipped[0]!.records ?? 0) <= seen)) {
+      const error = skipped.shift()!;
+      const from = lastLine + 1;
+      const to = Math.max(from, Number(error.lines ?? from) - overCounted);
+      const reason =
+        error.code === 'CSV_QUOTE_NOT_CLOSED'
+          ? `opens a quote that is never closed: lines ${from}-${to} could not be read`
+          : `could not be read (${error.message.split(':')[0]})`;
+      yield { error: { line: from, field: '(row)', reason } };
+      lastLine = to;
+    }
+  };
   for await (const item of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
-    const line = item.info.lines - countNewlines(item.record);
+    yield* reportSkipped();
+    seen++;
+    const breaks = countLineBreaks(item.record);
+    const line = item.info.lines - breaks.counted - overCounted;
+    overCounted += breaks.counted - breaks.real;
+    lastLine = line + breaks.real;
     if (header === undefined) {
       header = item.record.map((h) => h.trim());
+      checkHeader(header);
       continue;
     }
     if (item.record.length !== header.length) {
@@ -185,11 +228,34 @@ async function* readCsv(
     const bad = invalidBytes(fields, line, encoding);
     yield bad ? { error: bad } : { record: { line, fields } };
   }
+  yield* reportSkipped(true);
 }
 
-/** Newlines inside quoted fields: `info.lines` is the line a record ends on. */
-function countNewlines(values: readonly string[]): number {
-  let n = 0;
-  for (const v of values) for (const ch of v) if (ch === '\n') n++;
-  return n;
+/** Two columns of one name would make every row ambiguous: the file is refused as a whole. */
+function checkHeader(header: readonly string[]): void {
+  const seen = new Map<string, number>();
+  header.forEach((name, i) => {
+    if (name === '') return;
+    const first = seen.get(name);
+    if (first !== undefined) {
+      throw new RecordFileError(
+        `the header names column "${name}" twice (columns ${first + 1} and ${i + 1}): rename one`,
+      );
+    }
+    seen.set(name, i);
+  });
+}
+
+/**
+ * Line breaks inside the quoted fields of a record: as csv-parse counts them (CR and LF each) and
+ * as they are (CRLF, LF or CR once each), so records are numbered by the line they start on.
+ */
+function countLineBreaks(values: readonly string[]): { counted: number; real: number } {
+  let counted = 0;
+  let real = 0;
+  for (const v of values) {
+    for (const ch of v) if (ch === '\n' || ch === '\r') counted++;
+    real += v.match(/\r\n|\r|\n/g)?.length ?? 0;
+  }
+  return { counted, real };
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { ContactIndex } from './contactIndex.js';
 import { type Keyed, NewestFirst } from './keyset.js';
 import { makeRandom, type Random, randomHex, reviewNumber } from './random.js';
 
@@ -138,7 +139,7 @@ export interface Company {
   seededCount: number;
   readonly locations: LocationRecord[];
   readonly professionals: ProfessionalRecord[];
-  readonly contacts: ContactRecord[];
+  readonly contacts: ContactIndex;
   readonly events: EventRecord[];
   readonly invites: InviteRecord[];
   readonly webhooks: WebhookRecord[];
@@ -317,7 +318,7 @@ export class Store {
       seededCount: 0,
       locations: [],
       professionals: [],
-      contacts: [],
+      contacts: new ContactIndex(),
       events: [],
       invites: [],
       webhooks: [],
@@ -576,17 +577,16 @@ export class Store {
   /** Matches on external_id first, then on the email (case-insensitive), else creates. */
   upsertContact(company: Company, input: ContactInput): { contact: ContactRecord; created: boolean } {
     const professionalId = this.#professionalOf(company, input.professional_id);
-    const email = input.email.toLowerCase();
     const existing =
-      (input.external_id == null
-        ? undefined
-        : company.contacts.find((c) => c.externalId === input.external_id)) ??
-      company.contacts.find((c) => c.email.toLowerCase() === email);
+      (input.external_id == null ? undefined : company.contacts.byExternalId(input.external_id)) ??
+      company.contacts.byEmail(input.email);
     const now = this.#now();
     if (existing !== undefined) {
-      existing.email = input.email;
+      company.contacts.update(existing, {
+        email: input.email,
+        externalId: input.external_id !== undefined ? input.external_id : existing.externalId,
+      });
       if (input.name !== undefined) existing.name = input.name;
-      if (input.external_id !== undefined) existing.externalId = input.external_id;
       if (professionalId !== undefined) existing.professionalId = professionalId;
       existing.updatedMs = now;
       return { contact: existing, created: false };
@@ -600,7 +600,7 @@ export class Store {
       createdMs: now,
       updatedMs: now,
     };
-    company.contacts.push(contact);
+    company.contacts.add(contact);
     return { contact, created: true };
   }
 
@@ -609,7 +609,7 @@ export class Store {
     const professionalId = this.#professionalOf(company, input.professional_id) ?? null;
     let contact: ContactRecord | undefined;
     if (input.contact_id !== undefined) {
-      contact = company.contacts.find((c) => c.id === input.contact_id);
+      contact = company.contacts.byId(input.contact_id);
       if (contact === undefined)
         throw new SandboxError(422, 'contact_id does not refer to a contact of your company');
     } else if (input.email !== undefined) {
@@ -756,7 +756,7 @@ export function truthJson(company: Company, now: number) {
     reviews: company.all.items.map(reviewTruthJson),
     locations: company.locations.map((l) => locationJson(l, now)),
     professionals: company.professionals.map((p) => ({ ...professionalJson(p, now, true), email: p.email })),
-    contacts: company.contacts.map(contactJson),
+    contacts: company.contacts.all.map(contactJson),
     events: company.events.map(eventJson),
     invites: company.invites.map((i) => ({
       email: i.email,

@@ -2,6 +2,7 @@ import type { Db } from '../db/connect.js';
 import { pendingMigrations } from '../db/migrate.js';
 import { countQuarantined, type QuarantineCounts } from '../mirror/quarantineSql.js';
 import { alignColumns } from './alignColumns.js';
+import { type ContactsStatus, formatContactsStatus, readContactsStatus } from './contactPushes.js';
 import { formatMirrorCounts, type MirrorCounts, readMirrorCounts } from './mirrorCounts.js';
 import { hasTables, readJobStatuses } from './statusSql.js';
 import { formatWebhookStatus, readWebhookStatus, type WebhookStatus } from './webhookStatus.js';
@@ -26,6 +27,8 @@ export interface StatusReport {
   mirror?: MirrorCounts | null;
   /** Review records that failed validation and were quarantined; null before migrations. */
   quarantine?: QuarantineCounts | null;
+  /** Contacts by outcome and the last pushes; null before migrations. */
+  contacts?: ContactsStatus | null;
 }
 
 const iso = (v: Date | string | null): string | null => (v === null ? null : new Date(v).toISOString());
@@ -54,6 +57,7 @@ export async function readStatus(db: Db): Promise<StatusReport> {
     quarantine: (await hasTables(db.knex, db, ['review_quarantine']))
       ? await countQuarantined(db.knex, db)
       : null,
+    contacts: await readContactsStatus(db),
   };
 }
 
@@ -87,5 +91,6 @@ export function formatStatus(report: StatusReport): string {
     );
   }
   lines.push(...formatWebhookStatus(report.webhooks));
+  lines.push(...formatContactsStatus(report.contacts));
   return lines.join('\n');
 }

@@ -1,9 +1,10 @@
+import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../src/db/connect.js';
-import { CliProcess, cliEnv, runCli } from '../helpers/cli.js';
+import { CLI, CliProcess, cliEnv, runCli } from '../helpers/cli.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
@@ -143,32 +144,136 @@ describe('contacts push', () => {
     expect(again.stdout).toContain('unchanged=1000 sent=0 failed=0');
   });
 
-  it('ends with every contact on the platform despite 500s and 429s, and keeps a row log per push', async () => {
+  it('ends with every contact on the platform despite 500s, 429s, hangs and cut bodies, records what fails for good, and keeps a row log per push', async () => {
     const fresh = people.map((p) => ({ ...p, external_id: `f-${p.external_id}`, email: `f-${p.email}` }));
     await sandbox.control.setFaults({
-      partner: { error500: 0.2, error429: 0.1, retryAfterSeconds: 0, routes: ['/api/v1/partner/contacts'] },
+      partner: {
+        error500: 0.15,
+        error429: 0.1,
+        hang: 0.05,
+        truncated: 0.05,
+        retryAfterSeconds: 0,
+        routes: ['/api/v1/partner/contacts'],
+      },
     });
     try {
-      const { result } = await push('faulty.csv', csvOf(fresh));
-      expect(result.stdout).toContain('valid=200');
-      expect(result.code).toBe(0);
+      const file = join(dir, 'faulty.csv');
+      await writeFile(file, csvOf(fresh));
+      // A hung request is abandoned after a second and retried (the upsert makes that harmless);
+      // two retries are allowed, so some contacts fail for good and must be recorded as failed.
+      const faultyEnv = { ...env, API_REQUEST_TIMEOUT_SECONDS: '1', API_MAX_RETRIES: '2' };
+      const first = await runCli(['contacts', 'push', file], faultyEnv);
+      expect(first.stdout).toContain('valid=200');
+      const failed = Number(first.stdout.match(/failed=(\d+)/)?.[1]);
+      expect(first.code).toBe(failed > 0 ? 1 : 0);
+      const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir: join(dir, 'data') });
+      try {
+        const recorded = await db
+          .knex(db.table('contacts'))
+          .where('key', 'like', 'f-%')
+          .andWhere({ outcome: 'failed' });
+        expect(recorded).toHaveLength(failed);
+        for (const row of recorded) expect(row.last_error).toMatch(/answered (500|429)|timed out|not JSON/);
+      } finally {
+        await db.close();
+      }
+      // The next push (the operator's re-run, or the next file in the inbox) sends exactly those.
+      for (let attempt = 0, left = failed; left > 0; attempt++) {
+        expect(attempt).toBeLessThan(5);
+        const again = await runCli(['contacts', 'push', file], faultyEnv);
+        expect(again.stdout).toContain(`unchanged=${200 - left}`);
+        left = Number(again.stdout.match(/failed=(\d+)/)?.[1]);
+      }
     } finally {
       await sandbox.control.setFaults({});
+    }
+    // The platform refuses a contact for good (422): recorded with its reason, the others sent.
+    const refused = await push(
+      'refused.csv',
+      'external_id,email,name,professional_id\nr-1,r1@example.com,Refused,9b2f5a43-2f5e-4f4e-9f8e-0c6a3f1f0d11\nr-2,r2@example.com,Fine,\n',
+    );
+    expect(refused.result.stdout).toContain('sent=1 failed=1');
+    expect(refused.result.code).toBe(1);
+    const refusedDb = await openDb({
+      url: TEST_DATABASE_URL,
+      schema,
+      poolMax: 1,
+      dataDir: join(dir, 'data'),
+    });
+    try {
+      const row = await refusedDb.knex(refusedDb.table('contacts')).where({ key: 'r-1' }).first();
+      expect(row).toMatchObject({ outcome: 'failed' });
+      expect(row.last_error).toContain('professional_id does not refer to a professional');
+    } finally {
+      await refusedDb.close();
     }
     const onPlatform = await platformContacts();
     for (const p of fresh) expect(onPlatform.get(p.external_id)).toEqual({ email: p.email, name: p.name });
 
     const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir: join(dir, 'data') });
     try {
-      const runs = await db.knex(db.table('sync_runs')).where({ job: 'contacts:push' }).orderBy('id');
-      const last = runs.at(-1)!;
-      expect(last.outcome).toBe('success');
-      const log = await db.knex(db.table('contact_push_log')).where({ run_id: last.id });
-      expect(log.filter((l) => l.outcome === 'sent_created')).toHaveLength(200);
+      const log = await db.knex(db.table('contact_push_log')).where({ file: join(dir, 'faulty.csv') });
+      // Every contact sent and logged, whatever number of pushes it took (a retried request whose
+      // first attempt had landed is an update on the platform).
+      const sentKeys = new Set(log.filter((l) => l.outcome.startsWith('sent_')).map((l) => l.key));
+      expect(sentKeys).toEqual(new Set(fresh.map((p) => p.external_id)));
       const stored = await db.knex(db.table('contacts')).where('key', 'like', 'f-%');
       expect(stored.every((c) => c.outcome === 'sent' && c.platform_contact_id !== null)).toBe(true);
     } finally {
       await db.close();
     }
+  });
+
+  it('shows where the contacts stand and the last pushes in status', async () => {
+    const json = await runCli(['status', '--json'], env);
+    expect(json.code).toBe(0);
+    const { contacts } = JSON.parse(json.stdout) as {
+      contacts: {
+        contacts: Record<string, number>;
+        last_pushes: Array<{ file: string; outcomes: Record<string, number> }>;
+      };
+    };
+    expect(contacts.contacts).toEqual({ sent: 200 + 1_000 + 200 + 1, failed: 1 });
+    expect(contacts.last_pushes).toHaveLength(5);
+    expect(contacts.last_pushes[0]).toMatchObject({
+      file: join(dir, 'refused.csv'),
+      outcomes: { sent_created: 1, failed: 1 },
+    });
+    const text = await runCli(['status'], env);
+    expect(text.stdout).toContain('on the platform 1401 (failed 1, pending 0; table contacts)');
+    expect(text.stdout).toMatch(
+      /refused\.csv +sent_created=1 +sent_updated=0 +unchanged=0 +rejected=0 +replaced=0 +failed=1/,
+    );
+  });
+
+  it('shows a progress bar with rows/s and the time left on a terminal, and none in a pipe', async () => {
+    const rows = Array.from({ length: 3_000 }, (_, i) => ({
+      external_id: `tty-${i}`,
+      email: `tty${i}@example.com`,
+      name: `Terminal ${i}`,
+    }));
+    const file = join(dir, 'terminal.csv');
+    await writeFile(file, csvOf(rows));
+    // util-linux `script` runs the CLI on a pseudo-terminal, as an operator's shell would.
+    const onTty = await new Promise<string>((resolve, reject) => {
+      const child = spawn(
+        'script',
+        ['-qec', `${process.execPath} ${CLI} contacts push ${file}`, '/dev/null'],
+        {
+          env: { ...env, CONTACTS_RATE_PER_SECOND: '2000' },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      let out = '';
+      child.stdout.setEncoding('utf8').on('data', (d: string) => {
+        out += d;
+      });
+      child.on('error', reject);
+      child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`exit ${code}: ${out}`))));
+    });
+    expect(onTty).toMatch(/sending \[[^\]]+\] \d+% \| \d+ rows \| \d+ rows\/s \| ETA/);
+    expect(onTty).toContain('sent=3000 failed=0');
+    const piped = await runCli(['contacts', 'push', file, '--full', '--dry-run'], env);
+    expect(piped.stderr).toBe('');
   });
 });

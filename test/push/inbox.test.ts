@@ -71,6 +71,19 @@ describe('the CRM inbox of the daemon', () => {
       await writeFile(join(inbox, 'again.csv'), `external_id,email,name\n${rows(0, 100)}`);
       await waitFor(async () => (await readdir(join(inbox, 'processed'))).includes('again.csv'), 30_000, 100);
       expect(await posts()).toBe(before);
+
+      // What Prometheus sees of the two pushes.
+      const metrics = await (await fetch(`http://127.0.0.1:${setup.adminPort}/metrics`)).text();
+      const sample = (name: string) => Number(metrics.match(new RegExp(`^${name} (\\S+)$`, 'm'))?.[1]);
+      expect(sample('review_mirror_contacts_rows_total\\{outcome="sent_created"\\}')).toBe(100);
+      expect(sample('review_mirror_contacts_rows_total\\{outcome="unchanged"\\}')).toBe(100);
+      expect(sample('review_mirror_contacts_rows_total\\{outcome="rejected"\\}')).toBe(1);
+      expect(sample('review_mirror_contacts_rows_total\\{outcome="failed"\\}')).toBe(0);
+      expect(sample('review_mirror_contacts_push_duration_seconds_count')).toBe(2);
+      expect(sample('review_mirror_contacts_push_rows_per_second')).toBeGreaterThan(0);
+      expect(sample('review_mirror_contacts_last_success_timestamp_seconds')).toBeGreaterThan(
+        Date.now() / 1000 - 120,
+      );
     } finally {
       daemon.kill('SIGTERM');
       await daemon.exited;

@@ -110,4 +110,38 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
       { line: 5, field: '(line)', reason: 'is not a JSON object' },
     ]);
   });
+
+  it('numbers records by their first line when a quoted field holds a CRLF, all the way down', async () => {
+    const items = await read(
+      'crlf-multiline.csv',
+      'email,note\r\na@example.com,"two\r\nlines"\r\nb@example.com,"and\r\nthree\r\nlines"\r\nc@example.com,one\r\n',
+    );
+    expect(records(items).map((r) => r.line)).toEqual([2, 4, 7]);
+    expect(records(items)[1]!.fields.note).toBe('and\r\nthree\r\nlines');
+  });
+
+  it('keeps a stray quote inside an unquoted field as written, and reads the rows after it', async () => {
+    const items = await read('stray.csv', 'email,name\nob@example.com,O"Brien\nzoe@example.com,Zoe\n');
+    expect(records(items)).toEqual([
+      { line: 2, fields: { email: 'ob@example.com', name: 'O"Brien' } },
+      { line: 3, fields: { email: 'zoe@example.com', name: 'Zoe' } },
+    ]);
+  });
+
+  it('reports a quote never closed with the lines it swallowed, after the rows before it', async () => {
+    const items = await read(
+      'unclosed.csv',
+      'email,name\na@example.com,Ann\nb@example.com,"Bob\nc@example.com,Cy\nd@example.com,Di\n',
+    );
+    expect(records(items).map((r) => r.fields.name)).toEqual(['Ann']);
+    expect(errors(items)).toEqual([
+      { line: 3, field: '(row)', reason: 'opens a quote that is never closed: lines 3-5 could not be read' },
+    ]);
+  });
+
+  it('refuses a header that names a column twice, before any row', async () => {
+    await expect(
+      read('dup-header.csv', 'email,name,email\na@example.com,Ann,b@example.com\n'),
+    ).rejects.toThrow('the header names column "email" twice (columns 1 and 3): rename one');
+  });
 });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { ContactIndex } from '../../src/sandbox/contactIndex.js';
 import {
   CursorError,
   decodeListCursor,
@@ -10,6 +11,7 @@ import { compareNewestFirst, NewestFirst } from '../../src/sandbox/keyset.js';
 import { parseLimit, parseSince } from '../../src/sandbox/partnerRoutes.js';
 import { makeRandom, reviewNumber, seededUuid } from '../../src/sandbox/random.js';
 import { seededReviews } from '../../src/sandbox/seed.js';
+import type { ContactRecord } from '../../src/sandbox/store.js';
 import { Store, slugify, uniqueSlug } from '../../src/sandbox/store.js';
 
 describe('cursor codec', () => {
@@ -124,5 +126,36 @@ describe('store', () => {
     for (const bad of ['yesterday', '2024-05-01T12:00:00', '2024-13-45T00:00:00Z', '']) {
       expect(() => parseSince(bad)).toThrow();
     }
+  });
+});
+
+describe('ContactIndex', () => {
+  const contact = (id: string, email: string, externalId: string | null): ContactRecord => ({
+    id,
+    email,
+    externalId,
+    name: null,
+    professionalId: null,
+    createdMs: 0,
+    updatedMs: 0,
+  });
+
+  it('finds contacts by id, external_id and case-insensitive email, the earliest created first', () => {
+    const index = new ContactIndex();
+    const a = contact('a', 'Ann@Example.com', 'crm-1');
+    const b = contact('b', 'bob@example.com', null);
+    index.add(a);
+    index.add(b);
+    expect(index.byId('b')).toBe(b);
+    expect(index.byExternalId('crm-1')).toBe(a);
+    expect(index.byEmail('ann@example.COM')).toBe(a);
+    // b takes a's email: a, created first, is still the one an email lookup finds.
+    index.update(b, { email: 'ann@example.com', externalId: 'crm-2' });
+    expect(index.byEmail('ann@example.com')).toBe(a);
+    expect(index.byExternalId('crm-2')).toBe(b);
+    expect(index.byEmail('bob@example.com')).toBeUndefined();
+    index.update(a, { email: 'new@example.com', externalId: 'crm-1' });
+    expect(index.byEmail('ann@example.com')).toBe(b);
+    expect(index.all).toEqual([a, b]);
   });
 });

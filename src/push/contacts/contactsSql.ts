@@ -2,10 +2,23 @@ import type { Queryable, Tables } from '../../db/queryable.js';
 import type { ContactRow } from './contactRow.js';
 import type { StoredContact } from './planPush.js';
 
-/** Before sending: the row as it is about to be sent, marked pending (a crash leaves it so, and it is sent again). */
-export async function recordPending(q: Queryable, db: Tables, row: ContactRow): Promise<void> {
+/**
+ * Before sending: the rows about to be sent, marked pending in one statement (a crash leaves
+ * them so, and the next push sends them again).
+ */
+export async function recordPending(q: Queryable, db: Tables, rows: readonly ContactRow[]): Promise<void> {
+  if (rows.length === 0) return;
   await q(db.table('contacts'))
-    .insert({ key: row.key, ...row.contact, content_hash: row.hash, outcome: 'pending', last_error: null })
+    .insert(
+      rows.map((row) => ({
+        key: row.key,
+        ...row.contact,
+        content_hash: row.hash,
+        outcome: 'pending',
+        last_error: null,
+        pushed_at: q.fn.now(),
+      })),
+    )
     .onConflict('key')
     .merge([
       'email',
@@ -19,25 +32,34 @@ export async function recordPending(q: Queryable, db: Tables, row: ContactRow): 
     ]);
 }
 
-/** After sending: how it went. */
-export async function recordOutcome(
+export type ContactOutcome =
+  | { readonly sent: true; readonly platformContactId: string | null }
+  | { readonly sent: false; readonly error: string };
+
+/** After sending: how each went, in one statement for many contacts. */
+export async function recordOutcomes(
   q: Queryable,
   db: Tables,
-  key: string,
-  outcome: { sent: true; platformContactId: string | null } | { sent: false; error: string },
+  outcomes: ReadonlyArray<{ readonly key: string; readonly outcome: ContactOutcome }>,
 ): Promise<void> {
-  await q(db.table('contacts'))
-    .where({ key })
-    .update(
-      outcome.sent
-        ? {
-            outcome: 'sent',
-            platform_contact_id: outcome.platformContactId,
-            last_error: null,
-            pushed_at: q.fn.now(),
-          }
-        : { outcome: 'failed', last_error: outcome.error, pushed_at: q.fn.now() },
-    );
+  if (outcomes.length === 0) return;
+  await q.raw(
+    `update ?? as c
+        set outcome = v.outcome,
+            platform_contact_id = coalesce(v.platform_contact_id, c.platform_contact_id),
+            last_error = v.last_error,
+            pushed_at = now()
+       from unnest(?::text[], ?::text[], ?::text[], ?::text[]) as v(key, outcome, platform_contact_id, last_error)
+      where c.key = v.key`,
+    [
+      db.table('contacts'),
+      outcomes.map((o) => o.key),
+      outcomes.map((o) => (o.outcome.sent ? 'sent' : 'failed')),
+      // pg sends a null element as SQL NULL; knex's binding type only lacks it.
+      outcomes.map((o) => (o.outcome.sent ? o.outcome.platformContactId : null)) as string[],
+      outcomes.map((o) => (o.outcome.sent ? null : o.outcome.error)) as string[],
+    ],
+  );
 }
 
 export interface PushLogEntry {
@@ -56,17 +78,21 @@ export async function appendPushLog(
   entries: readonly PushLogEntry[],
 ): Promise<void> {
   if (entries.length === 0) return;
-  await q(db.table('contact_push_log')).insert(
-    entries.map((e) => ({
-      run_id: run.runId ?? null,
-      file: run.file,
-      line: e.line,
-      key: e.key,
-      operation: e.operation,
-      outcome: e.outcome,
-      error: e.error ?? null,
-      content_hash: e.contentHash ?? null,
-    })),
+  // One array per column: a statement of eight parameters whatever the batch's size.
+  await q.raw(
+    `insert into ?? (run_id, file, line, key, operation, outcome, error, content_hash)
+     select ?::bigint, ?, * from unnest(?::int[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])`,
+    [
+      db.table('contact_push_log'),
+      run.runId ?? null,
+      run.file,
+      entries.map((e) => e.line) as number[],
+      entries.map((e) => e.key) as string[],
+      entries.map((e) => e.operation),
+      entries.map((e) => e.outcome),
+      entries.map((e) => e.error ?? null) as string[],
+      entries.map((e) => e.contentHash ?? null) as string[],
+    ],
   );
 }
 
@@ -88,28 +114,46 @@ export async function stageContactRows(
   rows: readonly ContactRow[],
 ): Promise<Map<string, number>> {
   if (rows.length === 0) return new Map();
-  return q.transaction(async (trx) => {
-    const earlier: Array<{ key: string; line: number }> = await trx(db.table('contact_push_staging'))
-      .where({ push_id: pushId })
-      .whereIn(
-        'key',
-        rows.map((r) => r.key),
-      )
-      .select('key', 'line');
-    await trx(db.table('contact_push_staging'))
-      .insert(
-        rows.map((r) => ({
-          push_id: pushId,
-          key: r.key,
-          line: r.line,
-          ...r.contact,
-          content_hash: r.hash,
-        })),
-      )
-      .onConflict(['push_id', 'key'])
-      .merge(['line', 'email', 'name', 'external_id', 'professional_id', 'content_hash']);
-    return new Map(earlier.map((e) => [e.key, e.line]));
-  });
+  // `earlier` reads the snapshot from before the insert: the lines the new rows replace.
+  const { rows: earlier } = (await q.raw(
+    `with input as (
+       select * from unnest(?::text[], ?::int[], ?::text[], ?::text[], ?::text[], ?::uuid[], ?::text[])
+         as t(key, line, email, name, external_id, professional_id, content_hash)
+     ), earlier as (
+       select s.key, s.line from ?? as s where s.push_id = ? and s.key = any(?::text[])
+     ), staged as (
+       insert into ?? (push_id, key, line, email, name, external_id, professional_id, content_hash)
+       select ?, * from input
+       on conflict (push_id, key) do update
+         set line = excluded.line, email = excluded.email, name = excluded.name,
+             external_id = excluded.external_id, professional_id = excluded.professional_id,
+             content_hash = excluded.content_hash
+     )
+     select key, line from earlier`,
+    [
+      rows.map((r) => r.key),
+      rows.map((r) => r.line),
+      rows.map((r) => r.contact.email),
+      rows.map((r) => r.contact.name) as string[],
+      rows.map((r) => r.contact.external_id) as string[],
+      rows.map((r) => r.contact.professional_id) as string[],
+      rows.map((r) => r.hash),
+      db.table('contact_push_staging'),
+      pushId,
+      rows.map((r) => r.key),
+      db.table('contact_push_staging'),
+      pushId,
+    ],
+  )) as { rows: Array<{ key: string; line: number }> };
+  return new Map(earlier.map((e) => [e.key, e.line]));
+}
+
+/**
+ * Statistics for the planner once a file is staged: without them it takes the push's rows for a
+ * handful and reads them all for every page of the diff.
+ */
+export async function analyzeStagedContacts(q: Queryable, db: Tables): Promise<void> {
+  await q.raw('analyze ??', [db.table('contact_push_staging')]);
 }
 
 /** A staged row with what the mirror knows of its key from an earlier push. */
@@ -136,12 +180,20 @@ export async function readStagedContacts(
     content_hash: string;
     stored_hash: string | null;
     stored_outcome: string | null;
-  }> = await q({ s: db.table('contact_push_staging') })
+  }> = await q
+    // The page is taken from the (push_id, line) index before the join: joined first, the planner
+    // would read every remaining row of the push to sort them, once per page.
+    .from(
+      q(db.table('contact_push_staging'))
+        .where('push_id', pushId)
+        .andWhere('line', '>', afterLine)
+        .orderBy('line')
+        .limit(limit)
+        .select('key', 'line', 'email', 'name', 'external_id', 'professional_id', 'content_hash')
+        .as('s'),
+    )
     .leftJoin({ c: db.table('contacts') }, 'c.key', 's.key')
-    .where('s.push_id', pushId)
-    .andWhere('s.line', '>', afterLine)
     .orderBy('s.line')
-    .limit(limit)
     .select(
       's.key',
       's.line',
@@ -175,4 +227,57 @@ export async function clearStagedContacts(q: Queryable, db: Tables, pushId: stri
     .where({ push_id: pushId })
     .orWhere('staged_at', '<', q.raw(`now() - interval '1 day'`))
     .del();
+}
+
+/** How many contacts are on the platform (sent), failed, or pending (a push was cut short). */
+export async function countContactsByOutcome(q: Queryable, db: Tables): Promise<Record<string, number>> {
+  const rows: Array<{ outcome: string; n: string | number }> = await q(db.table('contacts'))
+    .select('outcome')
+    .count({ n: '*' })
+    .groupBy('outcome');
+  return Object.fromEntries(rows.map((r) => [r.outcome, Number(r.n)]));
+}
+
+/** One file of one push, from its row log. */
+export interface PushRecord {
+  run_id: number;
+  file: string;
+  at: string;
+  outcomes: Record<string, number>;
+}
+
+/** The latest pushes, newest first, with their rows counted by outcome. */
+export async function readRecentPushes(q: Queryable, db: Tables, limit: number): Promise<PushRecord[]> {
+  const recent: Array<{ run_id: string | number; file: string }> = await q(db.table('contact_push_log'))
+    .whereNotNull('run_id')
+    .select('run_id', 'file', q.raw('max(id) as last_id'))
+    .groupBy('run_id', 'file')
+    .orderBy('last_id', 'desc')
+    .limit(limit);
+  if (recent.length === 0) return [];
+  const counts: Array<{
+    run_id: string | number;
+    file: string;
+    outcome: string;
+    n: string | number;
+    at: Date | string;
+  }> = await q(db.table('contact_push_log'))
+    .whereIn(
+      ['run_id', 'file'],
+      recent.map((r) => [r.run_id, r.file]),
+    )
+    .select('run_id', 'file', 'outcome')
+    .count({ n: '*' })
+    .max({ at: 'at' })
+    .groupBy('run_id', 'file', 'outcome');
+  return recent.map((r) => {
+    const mine = counts.filter((c) => String(c.run_id) === String(r.run_id) && c.file === r.file);
+    const at = Math.max(...mine.map((c) => new Date(c.at).getTime()));
+    return {
+      run_id: Number(r.run_id),
+      file: r.file,
+      at: new Date(at).toISOString(),
+      outcomes: Object.fromEntries(mine.map((c) => [c.outcome, Number(c.n)])),
+    };
+  });
 }

@@ -13,12 +13,13 @@ import { formatOf, type ReadOptions } from '../readRecords.js';
 import { RejectReport } from '../rejectReport.js';
 import type { ContactRow } from './contactRow.js';
 import {
+  analyzeStagedContacts,
   clearStagedContacts,
   prunePushLog,
   readStagedContacts,
-  recordOutcome,
   recordPending,
 } from './contactsSql.js';
+import { OutcomeWriter } from './outcomeWriter.js';
 import { type PushOperation, planPush } from './planPush.js';
 import { PushLogWriter } from './pushLog.js';
 import { stageContacts } from './stageContacts.js';
@@ -128,6 +129,7 @@ export async function pushContacts(
       clearInterval(reading);
       await report.close();
     }
+    await analyzeStagedContacts(db.knex, db);
     await sendStaged(deps, pushId, options, summary, pushLog, signal, progress);
   } finally {
     // Rows a failed clear leaves are pruned by a later push; the push's own outcome stands.
@@ -177,12 +179,12 @@ async function sendStaged(
   // A database error while recording stops the push; what was not recorded is sent next time.
   let broken: unknown;
 
+  const outcomes = new OutcomeWriter(db);
   const send = async (row: ContactRow, operation: PushOperation) => {
     signal?.throwIfAborted();
-    await recordPending(db.knex, db, row);
     try {
       const answer = await deps.api.contacts.upsert(row.contact, signal);
-      await recordOutcome(db.knex, db, row.key, { sent: true, platformContactId: answer.id });
+      await outcomes.record(row.key, { sent: true, platformContactId: answer.id });
       const created = answer.created ?? operation === 'create';
       const outcome = created ? 'sent_created' : 'sent_updated';
       summary.sent++;
@@ -192,7 +194,7 @@ async function sendStaged(
     } catch (error) {
       if (signal?.aborted) throw error;
       const text = deps.scrubber.scrub(describeError(error));
-      await recordOutcome(db.knex, db, row.key, { sent: false, error: text });
+      await outcomes.record(row.key, { sent: false, error: text });
       summary.failed++;
       log.warn({ line: row.line, key: row.key, err: text }, 'contact push failed');
       pushLog.add({
@@ -217,6 +219,7 @@ async function sendStaged(
       const staged = await readStagedContacts(db.knex, db, pushId, afterLine, PLAN_BATCH);
       if (staged.length === 0) break;
       afterLine = staged.at(-1)!.row.line;
+      const batch: Array<{ row: ContactRow; operation: PushOperation }> = [];
       for (const { row, stored } of staged) {
         const operation = planPush(stored, row.hash, { full: options.full });
         if (operation === 'unchanged') {
@@ -232,10 +235,16 @@ async function sendStaged(
           continue;
         }
         summary.toSend++;
-        if (options.dryRun) {
-          handled++;
-          continue;
-        }
+        if (options.dryRun) handled++;
+        else batch.push({ row, operation });
+      }
+      // Recorded as pending before any of them is sent.
+      await recordPending(
+        db.knex,
+        db,
+        batch.map((b) => b.row),
+      );
+      for (const { row, operation } of batch) {
         queue
           .add(() => send(row, operation))
           .catch((error: unknown) => {

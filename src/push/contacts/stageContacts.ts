@@ -31,6 +31,7 @@ export async function stageContacts(
   signal?: AbortSignal,
 ): Promise<void> {
   let batch = new Map<string, ContactRow>();
+  let writing: Promise<void> = Promise.resolve();
   const replaced = async (earlierLine: number, row: ContactRow) => {
     counts.replaced++;
     await out.report.add({
@@ -47,9 +48,7 @@ export async function stageContacts(
       error: `replaced by line ${row.line}`,
     });
   };
-  const stageBatch = async () => {
-    const rows = [...batch.values()];
-    batch = new Map();
+  const stageBatch = async (rows: ContactRow[]) => {
     const earlier = await stageContactRows(db.knex, db, pushId, rows);
     counts.valid += rows.length - earlier.size;
     for (const row of rows) {
@@ -81,7 +80,15 @@ export async function stageContacts(
       await replaced(earlier.line, row);
     }
     batch.set(row.key, row);
-    if (batch.size >= STAGE_BATCH) await stageBatch();
+    if (batch.size >= STAGE_BATCH) {
+      // One batch is written while the next is parsed; never more, so memory stays flat.
+      await writing;
+      writing = stageBatch([...batch.values()]);
+      // Its failure is thrown where it is awaited, not as an unhandled rejection meanwhile.
+      writing.catch(() => undefined);
+      batch = new Map();
+    }
   }
-  await stageBatch();
+  await writing;
+  await stageBatch([...batch.values()]);
 }
