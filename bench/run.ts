@@ -1,4 +1,5 @@
 import { cpus } from 'node:os';
+import { benchContactsDiff, benchContactsSend } from './contacts.js';
 import { type BenchResult, formatResults } from './harness.js';
 import { benchPull } from './pull.js';
 import { benchWebhook } from './webhook.js';
@@ -8,7 +9,12 @@ import { benchWebhook } from './webhook.js';
  * on the PostgreSQL server named by BENCH_DATABASE_URL. Prints a Markdown table for
  * docs/benchmarks.md: ratios to a baseline measured in the same run, never bare timings.
  */
-const benches: Array<() => Promise<BenchResult>> = [benchPull, benchWebhook];
+const benches: Array<() => Promise<BenchResult>> = [
+  benchPull,
+  benchWebhook,
+  benchContactsDiff,
+  benchContactsSend,
+];
 const results: BenchResult[] = [];
 for (const bench of benches) {
   results.push(await bench());
