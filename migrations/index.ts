@@ -7,6 +7,7 @@ import * as jobRuns from './005_job_runs.js';
 import * as reviewQuarantine from './006_review_quarantine.js';
 import * as contacts from './007_contacts.js';
 import * as contactPushStaging from './010_contact_push_staging.js';
+import * as eventsOutbox from './011_events_outbox.js';
 
 export interface Migration {
   readonly name: string;
@@ -23,4 +24,5 @@ export const migrations: readonly Migration[] = [
   { name: '006_review_quarantine', up: reviewQuarantine.up },
   { name: '007_contacts', up: contacts.up },
   { name: '010_contact_push_staging', up: contactPushStaging.up },
+  { name: '011_events_outbox', up: eventsOutbox.up },
 ];

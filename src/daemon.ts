@@ -7,6 +7,7 @@ import { Scheduler } from './jobs/scheduler.js';
 import { type Metrics, makeMetrics } from './metrics.js';
 import { makePartnerApi, type PartnerApi, partnerApiOptions } from './partner-api/client.js';
 import { pullJobSpecs } from './pull/jobs.js';
+import { OutboxService } from './push/events/outboxService.js';
 import { pushJobSpecs } from './push/jobs.js';
 import { listenForShutdown } from './shutdownSignal.js';
 import { startWebhookReceiver, type WebhookReceiver } from './webhooks/receiver.js';
@@ -111,6 +112,14 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
     }
     closers.push({ name: 'scheduler', close: () => scheduler.stop(config.shutdownGraceMs) });
     scheduler.start();
+
+    // The outbox is drained by every replica (rows are claimed, not locked per job).
+    if (api) {
+      const outbox = new OutboxService({ db, api, log, metrics, scrubber: ctx.scrubber }, config.events);
+      closers.push({ name: 'events outbox', close: () => outbox.stop() });
+      outbox.start();
+      log.info({ worker: outbox.worker }, 'events outbox worker started');
+    }
 
     return { db, metrics, scheduler, api, webhooks, adminUrl, stop };
   } catch (error) {

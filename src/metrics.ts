@@ -134,6 +134,28 @@ export function makeMetrics() {
       help: 'When a CRM export was last pushed with every valid contact on the platform (Unix time).',
       registers,
     }),
+    events: new Counter({
+      name: 'review_mirror_events_total',
+      help: 'Outbox send attempts by outcome: sent, retried (to be sent again), failed (for good), parked (outcome unknown, for an operator), possible_duplicate (sent again after an unknown outcome).',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    outboxBacklog: new Gauge({
+      name: 'review_mirror_outbox_backlog',
+      help: 'Events in the outbox still to send (pending or being sent), as last read by this replica.',
+      registers,
+    }),
+    outboxOldestPending: new Gauge({
+      name: 'review_mirror_outbox_oldest_pending_seconds',
+      help: 'Age of the oldest event still pending in the outbox (0 when none).',
+      registers,
+    }),
+    eventLatency: new Histogram({
+      name: 'review_mirror_event_enqueue_to_accepted_seconds',
+      help: 'From an event entering the outbox to the platform accepting it.',
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300],
+      registers,
+    }),
     webhookMissRatio: new Gauge({
       name: 'review_mirror_webhook_miss_ratio',
       help: 'Share of reviews first seen in the last 24 h that reached us by the feed rather than a webhook.',

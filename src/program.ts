@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { contactsCommand } from './commands/contacts.js';
 import { demoCommand } from './commands/demo.js';
+import { eventsCommand } from './commands/events.js';
 import { migrateCommand } from './commands/migrate.js';
 import { runCommand } from './commands/run.js';
 import { sandboxCommand } from './commands/sandbox.js';
@@ -22,6 +23,7 @@ export function buildProgram(): Command {
     sandboxCommand(),
     webhooksCommand(),
     contactsCommand(),
+    eventsCommand(),
     demoCommand(),
   ]) {
     // `addCommand` does not pass the program's settings down by itself (exit override, help after errors).

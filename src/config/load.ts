@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { type Config, ConfigError, parseConfig } from './schema.js';
 
 /** Variables that may hold a secret and so may also be given as a file (the Docker-secrets convention). */
-const FILE_VARIABLES = ['REVIEWS_API_KEY', 'WEBHOOK_SECRETS', 'DATABASE_URL'] as const;
+const FILE_VARIABLES = ['REVIEWS_API_KEY', 'WEBHOOK_SECRETS', 'DATABASE_URL', 'DATABASE_LISTEN_URL'] as const;
 
 /**
  * The edge of configuration: resolves `X_FILE` indirections and empty values, then parses.

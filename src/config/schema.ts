@@ -1,5 +1,6 @@
 import { validate as validateCron } from 'node-cron';
 import { z } from 'zod';
+import { UNKNOWN_OUTCOME_POLICIES, type UnknownOutcomePolicy } from '../push/events/sendPolicy.js';
 
 /**
  * The whole configuration, parsed once from environment variables at start-up.
@@ -92,6 +93,17 @@ export const envSchema = z.object({
     )
     .transform((v) => (v === '' ? undefined : v))
     .optional(),
+  DATABASE_LISTEN_URL: z
+    .string()
+    .trim()
+    .refine((v) => v === '' || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// URL')
+    .refine(
+      (v) => v === '' || databaseUrlProblem(v) === undefined,
+      // The value holds the password: the message says what is wrong, never what was given.
+      'must be a valid postgres:// URL (postgres://user:password@host:5432/database, the password percent-encoded)',
+    )
+    .transform((v) => (v === '' ? undefined : v))
+    .optional(),
   DB_SCHEMA: identifier.default('review_mirror'),
   DB_POOL_MAX: positiveInt(10),
   DB_STATEMENT_TIMEOUT_SECONDS: seconds(300),
@@ -127,6 +139,16 @@ export const envSchema = z.object({
   CRM_INBOX_DIR: optionalText,
   CRM_INBOX_CRON: cron('* * * * *'),
   CRM_INBOX_SETTLE_SECONDS: seconds(10),
+  EVENTS_CONCURRENCY: positiveInt(4),
+  EVENTS_RATE_PER_SECOND: positiveInt(10),
+  EVENTS_MAX_ATTEMPTS: positiveInt(10),
+  EVENTS_UNKNOWN_OUTCOME: z
+    .enum(UNKNOWN_OUTCOME_POLICIES, { error: `must be one of ${UNKNOWN_OUTCOME_POLICIES.join(', ')}` })
+    .default('retry'),
+  EVENTS_LEASE_SECONDS: positiveInt(60),
+  EVENTS_POLL_SECONDS: seconds(5),
+  EVENTS_RETENTION_DAYS: positiveInt(7),
+  EVENTS_KEY_RETENTION_DAYS: positiveInt(400),
 
   WEBHOOK_PATH: z.string().trim().startsWith('/', 'must start with /').default('/webhooks/review-created'),
   WEBHOOK_SECRETS: z
@@ -197,6 +219,20 @@ export interface Config {
     readonly inboxCron: string;
     /** A file is read only once its size and time have not changed for this long. */
     readonly inboxSettleMs: number;
+  };
+  readonly events: {
+    readonly concurrency: number;
+    readonly ratePerSecond: number;
+    readonly maxAttempts: number;
+    readonly unknownOutcome: UnknownOutcomePolicy;
+    /** A claimed event not recorded by then is taken back (its worker is presumed dead). */
+    readonly leaseMs: number;
+    /** The outbox is read at least this often; NOTIFY wakes the sender sooner. */
+    readonly pollMs: number;
+    readonly retentionDays: number;
+    readonly keyRetentionDays: number;
+    /** A direct connection for LISTEN (a transaction pooler cannot hold one); default DATABASE_URL. */
+    readonly listenUrl: string | undefined;
   };
   readonly webhook: {
     readonly path: string;
@@ -272,6 +308,17 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       inboxCron: e.CRM_INBOX_CRON,
       inboxSettleMs: e.CRM_INBOX_SETTLE_SECONDS * 1000,
     },
+    events: {
+      concurrency: e.EVENTS_CONCURRENCY,
+      ratePerSecond: e.EVENTS_RATE_PER_SECOND,
+      maxAttempts: e.EVENTS_MAX_ATTEMPTS,
+      unknownOutcome: e.EVENTS_UNKNOWN_OUTCOME,
+      leaseMs: e.EVENTS_LEASE_SECONDS * 1000,
+      pollMs: e.EVENTS_POLL_SECONDS * 1000,
+      retentionDays: e.EVENTS_RETENTION_DAYS,
+      keyRetentionDays: e.EVENTS_KEY_RETENTION_DAYS,
+      listenUrl: e.DATABASE_LISTEN_URL ?? e.DATABASE_URL,
+    },
     webhook: {
       path: e.WEBHOOK_PATH,
       secrets: e.WEBHOOK_SECRETS,
@@ -301,13 +348,15 @@ export function requireApi(config: Config): { url: string; key: string } {
 
 /** Every secret value in the configuration, for the log scrubber. */
 export function configSecrets(config: Config): string[] {
-  const dbPassword =
-    config.db.url === undefined
-      ? undefined
-      : decodeURIComponent(parseDatabaseUrl(config.db.url)?.password ?? '');
-  return [config.api.key, dbPassword, ...config.webhook.secrets].filter(
-    (s): s is string => s !== undefined && s !== '',
-  );
+  const passwordOf = (url: string | undefined) =>
+    url === undefined ? undefined : decodeURIComponent(parseDatabaseUrl(url)?.password ?? '');
+  const secrets = [
+    config.api.key,
+    passwordOf(config.db.url),
+    passwordOf(config.events.listenUrl),
+    ...config.webhook.secrets,
+  ];
+  return [...new Set(secrets.filter((s): s is string => s !== undefined && s !== ''))];
 }
 
 function deepFreeze<T>(value: T): T {

@@ -1,6 +1,7 @@
 import { type Config, requireApi } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { type ContactsApi, makeContactsApi } from './contacts.js';
+import { type EventsApi, makeEventsApi } from './events.js';
 import { type ApiMetrics, type HttpClientOptions, makeHttpClient } from './http.js';
 import { type LocationsApi, makeLocationsApi } from './locations.js';
 import { makeProfessionalsApi, type ProfessionalsApi } from './professionals.js';
@@ -30,6 +31,7 @@ export interface PartnerApi {
   readonly professionals: ProfessionalsApi;
   readonly webhooks: WebhooksApi;
   readonly contacts: ContactsApi;
+  readonly events: EventsApi;
   /** See HttpClient.onRateLimited: one pause for every concurrent sender. */
   onRateLimited(listener: (delayMs: number) => void): () => void;
   close(): Promise<void>;
@@ -51,6 +53,7 @@ export function makePartnerApi(options: PartnerApiOptions): PartnerApi {
     professionals: makeProfessionalsApi(http, resource),
     webhooks: makeWebhooksApi(http),
     contacts: makeContactsApi(http),
+    events: makeEventsApi(http),
     onRateLimited: (listener) => http.onRateLimited(listener),
     close: () => http.close(),
   };

@@ -10,6 +10,8 @@ export interface ApiErrorDetails {
   readonly route: string;
   readonly status?: number | undefined;
   readonly cause?: unknown;
+  /** The request may have been processed: no complete answer came after it was sent. */
+  readonly outcomeUnknown?: boolean | undefined;
 }
 
 /** The platform or the network failed in a way that may pass: 5xx, 429, timeouts, truncated bodies. */
@@ -17,10 +19,17 @@ export class ApiUnavailableError extends RetryableError {
   override readonly name = 'ApiUnavailableError';
   readonly route: string;
   readonly status: number | undefined;
+  /**
+   * True when the request left this machine and no complete answer came back (a timeout, a lost
+   * connection, a body cut short): the platform may have acted on it. False for an answer with an
+   * error status, and for failures before the request was sent.
+   */
+  readonly outcomeUnknown: boolean;
   constructor(message: string, details: ApiErrorDetails) {
     super(message, { cause: details.cause });
     this.route = details.route;
     this.status = details.status;
+    this.outcomeUnknown = details.outcomeUnknown ?? false;
   }
 }
 

@@ -160,7 +160,11 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       const reason: FailureReason = timedOut ? 'timeout' : 'network';
       metrics?.apiRequests.inc({ route, status: reason });
       const what = timedOut ? 'timed out' : `failed (${code || scrubber.scrub((cause as Error).message)})`;
-      const error = new ApiUnavailableError(`${route} ${what}`, { route, cause });
+      const error = new ApiUnavailableError(`${route} ${what}`, {
+        route,
+        cause,
+        outcomeUnknown: !CONNECT_ERRORS.includes(code),
+      });
       throw new AttemptFailure(reason, idempotent || CONNECT_ERRORS.includes(code), error);
     } finally {
       dispose();
@@ -186,6 +190,8 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
           route,
           status,
           cause,
+          // A 2xx status came with it: the platform most likely acted on the request.
+          outcomeUnknown: true,
         });
         throw new AttemptFailure('malformed_body', idempotent, error);
       }

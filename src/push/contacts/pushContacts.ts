@@ -4,6 +4,7 @@ import { stat } from 'node:fs/promises';
 import PQueue from 'p-queue';
 import type { ContactMapping } from '../../config/configFile.js';
 import type { Db } from '../../db/connect.js';
+import { GroupCommit } from '../../db/groupCommit.js';
 import { describeError } from '../../errors.js';
 import { addCount, type RunCounts } from '../../jobs/runCounts.js';
 import type { Logger, SecretScrubber } from '../../log.js';
@@ -14,12 +15,13 @@ import { RejectReport } from '../rejectReport.js';
 import type { ContactRow } from './contactRow.js';
 import {
   analyzeStagedContacts,
+  type ContactOutcome,
   clearStagedContacts,
   prunePushLog,
   readStagedContacts,
+  recordOutcomes,
   recordPending,
 } from './contactsSql.js';
-import { OutcomeWriter } from './outcomeWriter.js';
 import { type PushOperation, planPush } from './planPush.js';
 import { PushLogWriter } from './pushLog.js';
 import { stageContacts } from './stageContacts.js';
@@ -179,12 +181,15 @@ async function sendStaged(
   // A database error while recording stops the push; what was not recorded is sent next time.
   let broken: unknown;
 
-  const outcomes = new OutcomeWriter(db);
+  // A worker takes its next contact only once this one's outcome is stored.
+  const outcomes = new GroupCommit<{ key: string; outcome: ContactOutcome }>((batch) =>
+    recordOutcomes(db.knex, db, batch),
+  );
   const send = async (row: ContactRow, operation: PushOperation) => {
     signal?.throwIfAborted();
     try {
       const answer = await deps.api.contacts.upsert(row.contact, signal);
-      await outcomes.record(row.key, { sent: true, platformContactId: answer.id });
+      await outcomes.add({ key: row.key, outcome: { sent: true, platformContactId: answer.id } });
       const created = answer.created ?? operation === 'create';
       const outcome = created ? 'sent_created' : 'sent_updated';
       summary.sent++;
@@ -194,7 +199,7 @@ async function sendStaged(
     } catch (error) {
       if (signal?.aborted) throw error;
       const text = deps.scrubber.scrub(describeError(error));
-      await outcomes.record(row.key, { sent: false, error: text });
+      await outcomes.add({ key: row.key, outcome: { sent: false, error: text } });
       summary.failed++;
       log.warn({ line: row.line, key: row.key, err: text }, 'contact push failed');
       pushLog.add({

@@ -1,0 +1,46 @@
+import { z } from 'zod';
+import type { HttpClient } from './http.js';
+
+/** An event as sent (spec 4.2): to a contact by email or by the platform's contact id. */
+export interface EventBody {
+  readonly email?: string | undefined;
+  readonly contact_id?: string | undefined;
+  readonly event_type: string;
+  readonly professional_id?: string | undefined;
+  readonly metadata?: Record<string, unknown> | undefined;
+}
+
+// Spec 4.2 shows `202 {id, status: "queued"}`; any 2xx is taken as accepted, whatever its body.
+const acceptedSchema = z.unknown().transform((body) => {
+  const record = (body ?? {}) as {
+    id?: unknown;
+    status?: unknown;
+    event?: { id?: unknown; status?: unknown };
+  };
+  const id = record.id ?? record.event?.id;
+  const status = record.status ?? record.event?.status;
+  return {
+    id: typeof id === 'string' || typeof id === 'number' ? String(id) : null,
+    status: typeof status === 'string' ? status : null,
+  };
+});
+
+export interface EventsApi {
+  /**
+   * Posts one lifecycle event. The platform has no idempotency key for events: a lost answer is
+   * never retried here (only 429s and failures to connect are); the outbox decides.
+   */
+  send(event: EventBody, signal?: AbortSignal): Promise<{ id: string | null; status: string | null }>;
+}
+
+export function makeEventsApi(http: HttpClient): EventsApi {
+  return {
+    send: (event, signal) =>
+      http.request('POST', '/events', {
+        body: Object.fromEntries(Object.entries(event).filter(([, v]) => v !== undefined && v !== null)),
+        schema: acceptedSchema,
+        idempotent: false,
+        signal,
+      }),
+  };
+}

@@ -1,0 +1,112 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import type { FileRecord, RowError } from '../readRecords.js';
+import type { NewEvent } from './outboxSql.js';
+
+/** The platform's own rule for event names (dotted, e.g. `matter.closed`). */
+const EVENT_TYPE = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
+
+const blankToNull = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? null : v);
+
+const eventSchema = z
+  .object({
+    key: z.preprocess(blankToNull, z.string().max(500, 'must be at most 500 characters').nullable()),
+    email: z.preprocess(blankToNull, z.email({ error: 'is not an email address' }).max(320).nullable()),
+    contact_id: z.preprocess(blankToNull, z.string().max(200, 'must be at most 200 characters').nullable()),
+    event_type: z
+      .string({ error: 'is missing' })
+      .trim()
+      .min(1, 'is missing')
+      .max(200, 'must be at most 200 characters')
+      .regex(EVENT_TYPE, 'must be a dotted name such as matter.closed'),
+    professional_id: z.preprocess(blankToNull, z.uuid({ error: 'is not a UUID' }).nullable()),
+    metadata: z.preprocess((v) => {
+      const blank = blankToNull(v);
+      if (typeof blank !== 'string') return blank;
+      try {
+        return JSON.parse(blank);
+      } catch {
+        return blank;
+      }
+    }, z.record(z.string(), z.unknown(), { error: 'must be a JSON object' }).nullable()),
+  })
+  .refine((e) => e.email !== null || e.contact_id !== null, {
+    path: ['email'],
+    message: 'is missing (give an email or a contact_id)',
+  });
+
+export type EventFields = Partial<
+  Record<'key' | 'email' | 'contact_id' | 'event_type' | 'professional_id' | 'metadata', unknown>
+>;
+
+/**
+ * The key of an event that came without one: the same recipient, type and payload (and source
+ * row, for a file) is the same event, so enqueueing it again sends nothing.
+ */
+export function derivedKey(parts: readonly unknown[]): string {
+  return `derived:${createHash('sha256').update(JSON.stringify(parts)).digest('hex').slice(0, 40)}`;
+}
+
+/** Validates one event from any source: the event, or the first field at fault and why. */
+export function toNewEvent(
+  fields: EventFields,
+  source: NewEvent['source'],
+  keyParts: readonly unknown[] = [],
+): NewEvent | { field: string; reason: string } {
+  const parsed = eventSchema.safeParse({
+    key: fields.key ?? null,
+    email: fields.email ?? null,
+    contact_id: fields.contact_id ?? null,
+    event_type: fields.event_type,
+    professional_id: fields.professional_id ?? null,
+    metadata: fields.metadata ?? null,
+  });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    return { field: String(issue.path[0] ?? '(event)'), reason: issue.message };
+  }
+  const e = parsed.data;
+  return {
+    key:
+      e.key ??
+      derivedKey([
+        e.email?.toLowerCase() ?? null,
+        e.contact_id,
+        e.event_type,
+        e.professional_id,
+        e.metadata,
+        ...keyParts,
+      ]),
+    email: e.email,
+    contactId: e.contact_id,
+    eventType: e.event_type,
+    professionalId: e.professional_id,
+    metadata: e.metadata,
+    source,
+  };
+}
+
+/** A row of an events file: `event_id` is its key; other columns by their API names. */
+export function eventFromRecord(record: FileRecord): NewEvent | RowError {
+  const f = record.fields;
+  // Only a key of the partner's own makes the same file dropped again a no-op.
+  if ((f.event_id ?? '').trim() === '') {
+    return {
+      line: record.line,
+      field: 'event_id',
+      reason: 'is missing (the key that makes the event sent once)',
+    };
+  }
+  const event = toNewEvent(
+    {
+      key: f.event_id,
+      email: f.email,
+      contact_id: f.contact_id,
+      event_type: f.event_type,
+      professional_id: f.professional_id,
+      metadata: f.metadata,
+    },
+    'file',
+  );
+  return 'field' in event ? { line: record.line, ...event } : event;
+}

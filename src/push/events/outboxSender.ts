@@ -1,0 +1,198 @@
+import PQueue from 'p-queue';
+import type { Db } from '../../db/connect.js';
+import { GroupCommit } from '../../db/groupCommit.js';
+import { describeError } from '../../errors.js';
+import type { Logger, SecretScrubber } from '../../log.js';
+import type { Metrics } from '../../metrics.js';
+import type { PartnerApi } from '../../partner-api/client.js';
+import {
+  type ClaimedEvent,
+  claimDueEvents,
+  type RecordedDecision,
+  recordDecisions,
+  releaseExpiredClaims,
+  returnUnsentClaims,
+} from './outboxSql.js';
+import { attemptResultOf, decideAfterAttempt, type SendPolicy } from './sendPolicy.js';
+
+export interface OutboxSenderDeps {
+  readonly db: Db;
+  readonly api: Pick<PartnerApi, 'events' | 'onRateLimited'>;
+  readonly log: Logger;
+  readonly scrubber: SecretScrubber;
+  readonly metrics?: Pick<Metrics, 'events' | 'eventLatency'> | undefined;
+}
+
+export interface OutboxSenderOptions {
+  /** This process, as recorded in `claimed_by`. */
+  readonly worker: string;
+  readonly concurrency: number;
+  readonly ratePerSecond: number;
+  readonly leaseMs: number;
+  readonly policy: SendPolicy;
+}
+
+export interface DrainCounts {
+  sent: number;
+  retried: number;
+  failed: number;
+  parked: number;
+  possibleDuplicates: number;
+}
+
+/**
+ * Sends what is due in the outbox. Every replica runs one: rows are claimed a few at a time with
+ * SKIP LOCKED (no two workers hold one row), each claim leased so a dead worker's rows are taken
+ * back, every outcome recorded before the worker takes its next row, and at most `concurrency`
+ * requests in flight under one rate limit, paused as a whole by a 429.
+ */
+export class OutboxSender {
+  readonly #queue: PQueue;
+  readonly #decisions: GroupCommit<RecordedDecision>;
+  readonly #random = Math.random;
+
+  constructor(
+    private readonly deps: OutboxSenderDeps,
+    private readonly options: OutboxSenderOptions,
+  ) {
+    this.#queue = new PQueue({
+      concurrency: options.concurrency,
+      intervalCap: options.ratePerSecond,
+      interval: 1_000,
+    });
+    this.#decisions = new GroupCommit((batch) =>
+      recordDecisions(deps.db.knex, deps.db, options.worker, batch).then(() => {}),
+    );
+  }
+
+  /**
+   * Claims and sends until nothing is due. `stop` ends it early: nothing new is claimed, rows
+   * claimed but not started go back to pending, requests in flight finish and are recorded.
+   */
+  async drain(stop?: AbortSignal): Promise<DrainCounts> {
+    const { db } = this.deps;
+    const counts: DrainCounts = { sent: 0, retried: 0, failed: 0, parked: 0, possibleDuplicates: 0 };
+    const stopListening = this.deps.api.onRateLimited((delayMs) => {
+      this.#queue.pause();
+      setTimeout(() => this.#queue.start(), delayMs).unref();
+    });
+    const waiting = new Map<number, ClaimedEvent>();
+    let broken: unknown;
+    try {
+      await releaseExpiredClaims(db.knex, db, this.options.policy.unknownOutcome);
+      for (;;) {
+        if (broken !== undefined) throw broken;
+        if (stop?.aborted) break;
+        // Claim only what can start soon: a claim is a lease on someone else's patience.
+        const room = this.options.concurrency * 2 - this.#queue.size - this.#queue.pending;
+        const claimed =
+          room > 0 ? await claimDueEvents(db.knex, db, this.options.worker, room, this.options.leaseMs) : [];
+        for (const event of claimed) {
+          waiting.set(event.id, event);
+          this.#queue
+            .add(async () => {
+              waiting.delete(event.id);
+              await this.#send(event, counts);
+            })
+            .catch((error: unknown) => {
+              broken ??= error;
+            });
+        }
+        if (claimed.length === 0 && this.#queue.size + this.#queue.pending === 0) break;
+        if (claimed.length === 0 || this.#queue.size >= this.options.concurrency) {
+          await this.#nextCompletion(stop);
+        }
+      }
+    } finally {
+      this.#queue.clear();
+      await returnUnsentClaims(db.knex, db, this.options.worker, [...waiting.keys()]).catch(
+        (error: unknown) =>
+          this.deps.log.warn(
+            { err: this.deps.scrubber.scrub(describeError(error)) },
+            'could not return unsent claims',
+          ),
+      );
+      await this.#queue.onIdle();
+      stopListening();
+    }
+    if (broken !== undefined) throw broken;
+    return counts;
+  }
+
+  /** Resolves when a send finishes or `stop` fires, leaving no listener behind. */
+  #nextCompletion(stop: AbortSignal | undefined): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        this.#queue.off('next', done);
+        stop?.removeEventListener('abort', done);
+        resolve();
+      };
+      this.#queue.once('next', done);
+      stop?.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  async #send(event: ClaimedEvent, counts: DrainCounts): Promise<void> {
+    const { api, log, scrubber, metrics } = this.deps;
+    let decision: RecordedDecision;
+    try {
+      // Not tied to the stop signal: a request cut off mid-flight would have an unknown outcome.
+      const answer = await api.events.send({
+        email: event.email ?? undefined,
+        contact_id: event.contactId ?? undefined,
+        event_type: event.eventType,
+        professional_id: event.professionalId ?? undefined,
+        metadata: event.metadata ?? undefined,
+      });
+      decision = { ...blank(event.id), state: 'sent', platformId: answer.id, platformStatus: answer.status };
+    } catch (error) {
+      const result = attemptResultOf(error, (e) => scrubber.scrub(describeError(e)));
+      const next = decideAfterAttempt(result, event.attempts, this.options.policy, this.#random);
+      decision =
+        next.state === 'pending'
+          ? {
+              ...blank(event.id),
+              state: 'pending',
+              delayMs: next.delayMs,
+              error: next.error,
+              possibleDuplicate: next.possibleDuplicate,
+              refund: next.refund,
+            }
+          : next.state === 'sent'
+            ? { ...blank(event.id), state: 'sent', platformId: next.id, platformStatus: next.status }
+            : { ...blank(event.id), state: next.state, error: next.error };
+      log.warn(
+        {
+          key: event.key,
+          attempts: event.attempts,
+          err: 'error' in result ? result.error : undefined,
+          next: next.state,
+        },
+        'event not sent',
+      );
+    }
+    await this.#decisions.add(decision);
+    const outcome = decision.state === 'pending' ? 'retried' : decision.state;
+    metrics?.events.inc({ outcome });
+    if (decision.possibleDuplicate) {
+      counts.possibleDuplicates++;
+      metrics?.events.inc({ outcome: 'possible_duplicate' });
+    }
+    if (decision.state === 'sent') {
+      counts.sent++;
+      metrics?.eventLatency.observe((Date.now() - event.enqueuedAt.getTime()) / 1000);
+    } else if (decision.state === 'pending') counts.retried++;
+    else counts[decision.state]++;
+  }
+}
+
+const blank = (id: number): RecordedDecision => ({
+  id,
+  state: 'pending',
+  delayMs: 0,
+  error: null,
+  possibleDuplicate: false,
+  refund: false,
+  platformId: null,
+  platformStatus: null,
+});

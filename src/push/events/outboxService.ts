@@ -1,0 +1,120 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Config } from '../../config/schema.js';
+import { describeError } from '../../errors.js';
+import type { Metrics } from '../../metrics.js';
+import { DEFAULT_BACKOFF } from '../../partner-api/retryPolicy.js';
+import { OutboxListener } from './outboxListener.js';
+import { OutboxSender, type OutboxSenderDeps } from './outboxSender.js';
+import { pruneOutbox, readOutboxStats } from './outboxSql.js';
+
+const PRUNE_EVERY_MS = 60 * 60 * 1000;
+
+/** This process as an outbox worker: host, pid and a random suffix (pids repeat across containers). */
+export function workerIdentity(): string {
+  return `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+}
+
+export type OutboxServiceDeps = OutboxSenderDeps & {
+  readonly metrics?:
+    | Pick<Metrics, 'events' | 'eventLatency' | 'outboxBacklog' | 'outboxOldestPending'>
+    | undefined;
+};
+
+/**
+ * The outbox worker of `run`: drains what is due, then sleeps until a NOTIFY (on PostgreSQL), the
+ * poll interval, or a retry falling due; refreshes the backlog metrics and prunes old rows. Every
+ * replica runs one. A failing database or platform is logged and retried with backoff: it never
+ * ends the process.
+ */
+export class OutboxService {
+  readonly #stop = new AbortController();
+  readonly #sender: OutboxSender;
+  #listener: OutboxListener | undefined;
+  #wake: (() => void) | undefined;
+  #pending = false;
+  #loop: Promise<void> | undefined;
+
+  constructor(
+    private readonly deps: OutboxServiceDeps,
+    private readonly config: Config['events'],
+    readonly worker = workerIdentity(),
+  ) {
+    this.#sender = new OutboxSender(deps, {
+      worker,
+      concurrency: config.concurrency,
+      ratePerSecond: config.ratePerSecond,
+      leaseMs: config.leaseMs,
+      policy: { unknownOutcome: config.unknownOutcome, maxAttempts: config.maxAttempts, ...DEFAULT_BACKOFF },
+    });
+  }
+
+  start(): void {
+    const { db, log, scrubber } = this.deps;
+    if (db.backend === 'postgres' && this.config.listenUrl !== undefined) {
+      this.#listener = new OutboxListener(this.config.listenUrl, db.schema, () => this.wake(), log, scrubber);
+    }
+    this.#loop = this.#run();
+  }
+
+  /** Something was enqueued (a NOTIFY, or this process itself): drain now. */
+  wake(): void {
+    this.#pending = true;
+    this.#wake?.();
+  }
+
+  async #run(): Promise<void> {
+    const { db, log, scrubber, metrics } = this.deps;
+    const stop = this.#stop.signal;
+    let lastPrune = 0;
+    for (let failures = 0; !stop.aborted; ) {
+      this.#pending = false;
+      try {
+        const counts = await this.#sender.drain(stop);
+        if (counts.sent + counts.failed + counts.parked + counts.retried > 0)
+          log.info({ ...counts }, 'outbox drained');
+        if (Date.now() - lastPrune > PRUNE_EVERY_MS) {
+          const pruned = await pruneOutbox(
+            db.knex,
+            db,
+            this.config.retentionDays,
+            this.config.keyRetentionDays,
+          );
+          lastPrune = Date.now();
+          if (pruned.pruned + pruned.keysForgotten > 0) log.info(pruned, 'outbox pruned');
+        }
+        const stats = await readOutboxStats(db.knex, db);
+        metrics?.outboxBacklog.set(stats.backlog);
+        metrics?.outboxOldestPending.set(stats.oldestPendingSeconds);
+        failures = 0;
+      } catch (error) {
+        failures++;
+        log.warn({ err: scrubber.scrub(describeError(error)), failures }, 'outbox worker failed; retrying');
+        await sleep(Math.min(30_000, 500 * 2 ** Math.min(failures, 6)), undefined, { signal: stop }).catch(
+          () => {},
+        );
+        continue;
+      }
+      if (this.#pending) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, this.config.pollMs);
+        function done() {
+          clearTimeout(timer);
+          stop.removeEventListener('abort', done);
+          resolve();
+        }
+        this.#wake = done;
+        stop.addEventListener('abort', done, { once: true });
+      });
+      this.#wake = undefined;
+    }
+  }
+
+  /** Stops claiming, lets requests in flight finish and record (bounded by the caller's grace). */
+  async stop(): Promise<void> {
+    this.#stop.abort();
+    await this.#loop;
+    await this.#listener?.close();
+  }
+}

@@ -1,0 +1,326 @@
+import type { Queryable, Tables } from '../../db/queryable.js';
+import type { UnknownOutcomePolicy } from './sendPolicy.js';
+
+/** An event to enqueue, validated. */
+export interface NewEvent {
+  readonly key: string;
+  readonly email: string | null;
+  readonly contactId: string | null;
+  readonly eventType: string;
+  readonly professionalId: string | null;
+  readonly metadata: Record<string, unknown> | null;
+  readonly source: 'sql' | 'cli' | 'file' | 'rule';
+}
+
+/** A claimed event, as the sender needs it. */
+export interface ClaimedEvent {
+  readonly id: number;
+  readonly key: string;
+  readonly email: string | null;
+  readonly contactId: string | null;
+  readonly eventType: string;
+  readonly professionalId: string | null;
+  readonly metadata: Record<string, unknown> | null;
+  readonly attempts: number;
+  readonly enqueuedAt: Date;
+}
+
+/** How an attempt ends for the outbox row (see sendPolicy.decideAfterAttempt). */
+export interface RecordedDecision {
+  readonly id: number;
+  readonly state: 'sent' | 'failed' | 'parked' | 'pending';
+  readonly delayMs: number;
+  readonly error: string | null;
+  readonly possibleDuplicate: boolean;
+  readonly refund: boolean;
+  readonly platformId: string | null;
+  readonly platformStatus: string | null;
+}
+
+/** Enqueues events whose keys are not known yet (in the outbox or among the pruned sent keys). */
+export async function enqueueEvents(q: Queryable, db: Tables, events: readonly NewEvent[]): Promise<number> {
+  if (events.length === 0) return 0;
+  const { rows } = (await q.raw(
+    `insert into ?? (idempotency_key, email, contact_id, event_type, professional_id, metadata, source)
+     select t.key, t.email, t.contact_id, t.event_type, t.professional_id, t.metadata::jsonb, t.source
+       from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])
+         as t(key, email, contact_id, event_type, professional_id, metadata, source)
+      where not exists (select 1 from ?? k where k.idempotency_key = t.key)
+     on conflict (idempotency_key) do nothing
+     returning id`,
+    [
+      db.table('events_outbox'),
+      events.map((e) => e.key),
+      events.map((e) => e.email) as string[],
+      events.map((e) => e.contactId) as string[],
+      events.map((e) => e.eventType),
+      events.map((e) => e.professionalId) as string[],
+      events.map((e) => (e.metadata === null ? null : JSON.stringify(e.metadata))) as string[],
+      events.map((e) => e.source),
+      db.table('event_keys'),
+    ],
+  )) as { rows: unknown[] };
+  return rows.length;
+}
+
+/**
+ * Claims up to `limit` due events for `worker` in one short transaction: rows another worker holds
+ * are skipped, not waited for, and the claim lapses at the lease's end if this worker dies.
+ */
+export async function claimDueEvents(
+  q: Queryable,
+  db: Tables,
+  worker: string,
+  limit: number,
+  leaseMs: number,
+): Promise<ClaimedEvent[]> {
+  const { rows } = (await q.raw(
+    `with due as (
+       select id from ?? where state = 'pending' and next_attempt_at <= now()
+        order by next_attempt_at, id limit ? for update skip locked
+     )
+     update ?? o
+        set state = 'sending', claimed_by = ?, attempts = o.attempts + 1,
+            lease_expires_at = now() + make_interval(secs => ?)
+       from due where o.id = due.id
+     returning o.id, o.idempotency_key, o.email, o.contact_id, o.event_type, o.professional_id, o.metadata,
+               o.attempts, o.enqueued_at`,
+    [db.table('events_outbox'), limit, db.table('events_outbox'), worker, leaseMs / 1000],
+  )) as {
+    rows: Array<{
+      id: string | number;
+      idempotency_key: string;
+      email: string | null;
+      contact_id: string | null;
+      event_type: string;
+      professional_id: string | null;
+      metadata: Record<string, unknown> | null;
+      attempts: number;
+      enqueued_at: Date | string;
+    }>;
+  };
+  return rows
+    .map((r) => ({
+      id: Number(r.id),
+      key: r.idempotency_key,
+      email: r.email,
+      contactId: r.contact_id,
+      eventType: r.event_type,
+      professionalId: r.professional_id,
+      metadata: r.metadata,
+      attempts: r.attempts,
+      enqueuedAt: new Date(r.enqueued_at),
+    }))
+    .sort((a, b) => a.id - b.id);
+}
+
+/**
+ * Claims whose lease ran out: their worker died or hung after claiming, so whether the platform
+ * received the event is unknown. Under `retry` they are sent again and marked as possible
+ * duplicates; under `park` they wait for an operator.
+ */
+export async function releaseExpiredClaims(
+  q: Queryable,
+  db: Tables,
+  policy: UnknownOutcomePolicy,
+): Promise<number> {
+  return q(db.table('events_outbox'))
+    .where({ state: 'sending' })
+    .andWhere('lease_expires_at', '<', q.fn.now())
+    .update({
+      state: policy === 'park' ? 'parked' : 'pending',
+      possible_duplicate: policy === 'retry' ? true : q.raw('possible_duplicate'),
+      next_attempt_at: q.fn.now(),
+      claimed_by: null,
+      lease_expires_at: null,
+      last_error: 'the worker that claimed it stopped before recording the answer: outcome unknown',
+    });
+}
+
+/** Claims of `worker` that were never sent (a shutdown): back to pending, the attempt not counted. */
+export async function returnUnsentClaims(
+  q: Queryable,
+  db: Tables,
+  worker: string,
+  ids: readonly number[],
+): Promise<void> {
+  if (ids.length === 0) return;
+  await q(db.table('events_outbox'))
+    .whereIn('id', ids)
+    .andWhere({ state: 'sending', claimed_by: worker })
+    .update({
+      state: 'pending',
+      attempts: q.raw('greatest(attempts - 1, 0)'),
+      claimed_by: null,
+      lease_expires_at: null,
+    });
+}
+
+/**
+ * The outcomes of many attempts in one statement. Only rows this worker still holds are written:
+ * a claim that lapsed and was taken over is the new holder's to record.
+ */
+export async function recordDecisions(
+  q: Queryable,
+  db: Tables,
+  worker: string,
+  decisions: readonly RecordedDecision[],
+): Promise<number> {
+  if (decisions.length === 0) return 0;
+  const { rowCount } = (await q.raw(
+    `update ?? as o
+        set state = d.state,
+            next_attempt_at = case when d.state = 'pending'
+                                   then now() + make_interval(secs => d.delay_ms / 1000.0)
+                                   else o.next_attempt_at end,
+            last_error = d.error,
+            possible_duplicate = o.possible_duplicate or d.possible_duplicate,
+            attempts = o.attempts - case when d.refund then 1 else 0 end,
+            platform_event_id = coalesce(d.platform_id, o.platform_event_id),
+            platform_status = coalesce(d.platform_status, o.platform_status),
+            sent_at = case when d.state = 'sent' then now() else o.sent_at end,
+            claimed_by = null,
+            lease_expires_at = null
+       from unnest(?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::boolean[], ?::boolean[], ?::text[], ?::text[])
+         as d(id, state, delay_ms, error, possible_duplicate, refund, platform_id, platform_status)
+      where o.id = d.id and o.state = 'sending' and o.claimed_by = ?`,
+    [
+      db.table('events_outbox'),
+      decisions.map((d) => d.id),
+      decisions.map((d) => d.state),
+      decisions.map((d) => Math.round(d.delayMs)),
+      decisions.map((d) => d.error) as string[],
+      decisions.map((d) => d.possibleDuplicate),
+      decisions.map((d) => d.refund),
+      decisions.map((d) => d.platformId) as string[],
+      decisions.map((d) => d.platformStatus) as string[],
+      worker,
+    ],
+  )) as { rowCount?: number | null; affectedRows?: number };
+  return rowCount ?? 0;
+}
+
+export interface OutboxRow {
+  idempotency_key: string;
+  state: string;
+  event_type: string;
+  email: string | null;
+  contact_id: string | null;
+  attempts: number;
+  possible_duplicate: boolean;
+  last_error: string | null;
+  enqueued_at: string;
+  sent_at: string | null;
+}
+
+export async function listEvents(
+  q: Queryable,
+  db: Tables,
+  filter: { state?: string | undefined; limit: number },
+): Promise<OutboxRow[]> {
+  const query = q(db.table('events_outbox'))
+    .select(
+      'idempotency_key',
+      'state',
+      'event_type',
+      'email',
+      'contact_id',
+      'attempts',
+      'possible_duplicate',
+      'last_error',
+      'enqueued_at',
+      'sent_at',
+    )
+    .orderBy('id', 'desc')
+    .limit(filter.limit);
+  if (filter.state !== undefined) query.where({ state: filter.state });
+  const rows: Array<OutboxRow & { enqueued_at: Date | string; sent_at: Date | string | null }> = await query;
+  return rows.map((r) => ({
+    ...r,
+    enqueued_at: new Date(r.enqueued_at).toISOString(),
+    sent_at: r.sent_at === null ? null : new Date(r.sent_at).toISOString(),
+  }));
+}
+
+/** An operator's decision on a parked or failed event: send it (again), or never. */
+export async function resolveEvent(
+  q: Queryable,
+  db: Tables,
+  key: string,
+  action: 'retry' | 'discard',
+): Promise<string | undefined> {
+  const row: { state: string } | undefined = await q(db.table('events_outbox'))
+    .where({ idempotency_key: key })
+    .first('state');
+  if (row === undefined) return undefined;
+  if (!['parked', 'failed', 'pending'].includes(row.state)) return row.state;
+  if (action === 'discard' && row.state === 'failed') return row.state;
+  await q(db.table('events_outbox'))
+    .where({ idempotency_key: key })
+    .whereIn('state', ['parked', 'failed', 'pending'])
+    .update(
+      action === 'retry'
+        ? { state: 'pending', next_attempt_at: q.fn.now(), last_error: null }
+        : { state: 'failed', last_error: 'discarded by an operator' },
+    );
+  return action === 'retry' ? 'pending' : 'failed';
+}
+
+/**
+ * Housekeeping: sent rows older than the retention leave the outbox (a queue table bloats
+ * otherwise), their keys kept in event_keys for the key retention, then forgotten.
+ */
+export async function pruneOutbox(
+  q: Queryable,
+  db: Tables,
+  retentionDays: number,
+  keyRetentionDays: number,
+): Promise<{ pruned: number; keysForgotten: number }> {
+  const { rows } = (await q.raw(
+    `with gone as (
+       delete from ?? where state = 'sent' and sent_at < now() - make_interval(days => ?)
+       returning idempotency_key, sent_at
+     )
+     insert into ?? (idempotency_key, sent_at) select idempotency_key, sent_at from gone
+     on conflict (idempotency_key) do nothing
+     returning idempotency_key`,
+    [db.table('events_outbox'), retentionDays, db.table('event_keys')],
+  )) as { rows: unknown[] };
+  const keysForgotten = await q(db.table('event_keys'))
+    .where('sent_at', '<', q.raw('now() - make_interval(days => ?)', [keyRetentionDays]))
+    .del();
+  return { pruned: rows.length, keysForgotten };
+}
+
+export interface OutboxStats {
+  byState: Record<string, number>;
+  /** Pending or being sent. */
+  backlog: number;
+  /** Age of the oldest pending event, seconds; 0 when none. */
+  oldestPendingSeconds: number;
+  possibleDuplicates: number;
+}
+
+export async function readOutboxStats(q: Queryable, db: Tables): Promise<OutboxStats> {
+  const rows: Array<{
+    state: string;
+    n: string | number;
+    oldest: string | number | null;
+    dups: string | number;
+  }> = await q(db.table('events_outbox'))
+    .select(
+      'state',
+      q.raw('count(*) as n'),
+      q.raw('extract(epoch from now() - min(enqueued_at)) as oldest'),
+      q.raw('count(*) filter (where possible_duplicate) as dups'),
+    )
+    .groupBy('state');
+  const byState = Object.fromEntries(rows.map((r) => [r.state, Number(r.n)]));
+  const pending = rows.find((r) => r.state === 'pending');
+  return {
+    byState,
+    backlog: (byState.pending ?? 0) + (byState.sending ?? 0),
+    oldestPendingSeconds: pending?.oldest == null ? 0 : Math.max(0, Number(pending.oldest)),
+    possibleDuplicates: rows.reduce((a, r) => a + Number(r.dups), 0),
+  };
+}
