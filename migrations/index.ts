@@ -6,6 +6,7 @@ import * as webhooks from './004_webhooks.js';
 import * as jobRuns from './005_job_runs.js';
 import * as reviewQuarantine from './006_review_quarantine.js';
 import * as contacts from './007_contacts.js';
+import * as commentsAndViews from './009_comments_and_views.js';
 
 export interface Migration {
   readonly name: string;
@@ -21,4 +22,5 @@ export const migrations: readonly Migration[] = [
   { name: '005_job_runs', up: jobRuns.up },
   { name: '006_review_quarantine', up: reviewQuarantine.up },
   { name: '007_contacts', up: contacts.up },
+  { name: '009_comments_and_views', up: commentsAndViews.up },
 ];
