@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { contactsCommand } from './commands/contacts.js';
 import { demoCommand } from './commands/demo.js';
+import { grantReaderCommand } from './commands/grantReader.js';
 import { migrateCommand } from './commands/migrate.js';
 import { runCommand } from './commands/run.js';
 import { sandboxCommand } from './commands/sandbox.js';
@@ -23,6 +24,7 @@ export function buildProgram(): Command {
     webhooksCommand(),
     contactsCommand(),
     demoCommand(),
+    grantReaderCommand(),
   ]) {
     // `addCommand` does not pass the program's settings down by itself (exit override, help after errors).
     program.addCommand(command.copyInheritedSettings(program));

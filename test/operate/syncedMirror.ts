@@ -26,15 +26,16 @@ export interface SyncedMirror {
  * spread over several months, some naming a professional; mirrors it all (reviews, reconcile,
  * locations, professionals) into a fresh schema, then suppresses a few reviews and reconciles
  * again so removals exist. `dataDir` puts an embedded database there instead of in memory (for
- * CLI tests, which open it after `close` keeps it); on the real server the schema is dropped on
- * close unless `keepSchema`.
+ * CLI tests, which open it after `close` keeps it); `url` another server than TEST_DATABASE_URL
+ * (`undefined`: embedded). On a server the schema is dropped on close unless `keepSchema`.
  */
 export async function syncedMirror(
   options: { dataDir?: string; keepSchema?: boolean } = {},
 ): Promise<SyncedMirror> {
   const sandbox = await testSandbox({ seedReviews: 250, seed: 11 });
   const schema = uniqueSchema();
-  const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 5, dataDir: options.dataDir });
+  const url = 'url' in options ? options.url : TEST_DATABASE_URL;
+  const db = await openDb({ url, schema, poolMax: 5, dataDir: options.dataDir });
   const api = testApi(sandbox);
   try {
     await migrate(db);
