@@ -30,7 +30,7 @@ export interface SyncedMirror {
  * (`undefined`: embedded). On a server the schema is dropped on close unless `keepSchema`.
  */
 export async function syncedMirror(
-  options: { dataDir?: string; keepSchema?: boolean } = {},
+  options: { url?: string | undefined; dataDir?: string; keepSchema?: boolean } = {},
 ): Promise<SyncedMirror> {
   const sandbox = await testSandbox({ seedReviews: 250, seed: 11 });
   const schema = uniqueSchema();
