@@ -5,6 +5,7 @@ import { grantReaderCommand } from './commands/grantReader.js';
 import { migrateCommand } from './commands/migrate.js';
 import { runCommand } from './commands/run.js';
 import { sandboxCommand } from './commands/sandbox.js';
+import { sqlCommand } from './commands/sql.js';
 import { statusCommand } from './commands/status.js';
 import { syncCommand } from './commands/sync.js';
 import { webhooksCommand } from './commands/webhooks.js';
@@ -25,6 +26,7 @@ export function buildProgram(): Command {
     contactsCommand(),
     demoCommand(),
     grantReaderCommand(),
+    sqlCommand(),
   ]) {
     // `addCommand` does not pass the program's settings down by itself (exit override, help after errors).
     program.addCommand(command.copyInheritedSettings(program));
