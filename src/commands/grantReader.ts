@@ -8,7 +8,7 @@ import { grantReader, roleExists } from '../db/readerGrantsSql.js';
 export function grantReaderCommand(): Command {
   return new Command('grant-reader')
     .description(
-      'grant an existing PostgreSQL role read-only access to the mirror: every table and view of the schema, and those future migrations add (signing secrets withheld)',
+      "grant an existing PostgreSQL role read-only access to the mirror's tables and views (for BI tools)",
     )
     .argument('<role>', 'the role to grant (create it first, e.g. create role bi login password ...)')
     .action(

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { constants } from 'node:os';
 import { Command } from 'commander';
 import { commandAction } from '../context.js';
 import { serveEmbedded } from '../db/embeddedSocket.js';
@@ -32,17 +33,16 @@ async function runPsql(launch: PsqlLaunch): Promise<number> {
   const ignore = () => {};
   process.on('SIGINT', ignore);
   try {
-    const [code, signal] = (await Promise.race([
-      once(child, 'exit'),
-      once(child, 'error').then(([error]) => {
-        throw (error as NodeJS.ErrnoException).code === 'ENOENT'
-          ? new Error(
-              'psql not found on PATH: install the PostgreSQL client (e.g. apt install postgresql-client)',
-            )
-          : error;
-      }),
-    ])) as [number | null, NodeJS.Signals | null];
-    return code ?? (signal === null ? 1 : 128);
+    // `once(child, 'exit')` rejects with the raw error when psql cannot be started at all.
+    const [code, signal] = (await once(child, 'exit').catch((error: NodeJS.ErrnoException) => {
+      throw error.code === 'ENOENT'
+        ? new Error(
+            'psql not found on PATH: install the PostgreSQL client (e.g. apt install postgresql-client)',
+          )
+        : error;
+    })) as [number | null, NodeJS.Signals | null];
+    // A shell's convention for a child ended by a signal.
+    return code ?? 128 + (signal === null ? 0 : (constants.signals[signal] ?? 0));
   } finally {
     process.off('SIGINT', ignore);
   }
@@ -52,7 +52,7 @@ async function runPsql(launch: PsqlLaunch): Promise<number> {
 export function sqlCommand(): Command {
   return new Command('sql')
     .description(
-      'open psql on the mirror (search_path set to its schema): on DATABASE_URL, or on the embedded database through a private socket',
+      'open psql on the mirror, on DATABASE_URL or the embedded database (search_path: its schema)',
     )
     .option('-c, --command <query>', 'run this query and exit (psql -c), for scripts')
     .action(

@@ -83,6 +83,12 @@ describe('review-mirror sql on DATABASE_URL', () => {
     expect(result.stderr).toContain('no_such_table');
     expect(result.stderr).not.toContain(PASSWORD);
   });
+
+  it('says how to get psql when it is not installed', async () => {
+    const result = await runCli(['sql', '-c', 'select 1'], { ...env(), PATH: join(dir, 'no-such-dir') });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('psql not found on PATH');
+  });
 });
 
 describe('review-mirror sql on the embedded database', () => {
