@@ -6,6 +6,7 @@ import * as webhooks from './004_webhooks.js';
 import * as jobRuns from './005_job_runs.js';
 import * as reviewQuarantine from './006_review_quarantine.js';
 import * as contacts from './007_contacts.js';
+import * as commentsAndViews from './009_comments_and_views.js';
 import * as contactPushStaging from './010_contact_push_staging.js';
 import * as eventsOutbox from './011_events_outbox.js';
 
@@ -23,6 +24,7 @@ export const migrations: readonly Migration[] = [
   { name: '005_job_runs', up: jobRuns.up },
   { name: '006_review_quarantine', up: reviewQuarantine.up },
   { name: '007_contacts', up: contacts.up },
+  { name: '009_comments_and_views', up: commentsAndViews.up },
   { name: '010_contact_push_staging', up: contactPushStaging.up },
   { name: '011_events_outbox', up: eventsOutbox.up },
 ];

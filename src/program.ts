@@ -2,9 +2,11 @@ import { Command } from 'commander';
 import { contactsCommand } from './commands/contacts.js';
 import { demoCommand } from './commands/demo.js';
 import { eventsCommand } from './commands/events.js';
+import { grantReaderCommand } from './commands/grantReader.js';
 import { migrateCommand } from './commands/migrate.js';
 import { runCommand } from './commands/run.js';
 import { sandboxCommand } from './commands/sandbox.js';
+import { sqlCommand } from './commands/sql.js';
 import { statusCommand } from './commands/status.js';
 import { syncCommand } from './commands/sync.js';
 import { webhooksCommand } from './commands/webhooks.js';
@@ -25,6 +27,8 @@ export function buildProgram(): Command {
     contactsCommand(),
     eventsCommand(),
     demoCommand(),
+    grantReaderCommand(),
+    sqlCommand(),
   ]) {
     // `addCommand` does not pass the program's settings down by itself (exit override, help after errors).
     program.addCommand(command.copyInheritedSettings(program));
