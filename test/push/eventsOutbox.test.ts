@@ -1,0 +1,228 @@
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Db, openDb } from '../../src/db/connect.js';
+import { CliProcess, cliEnv, runCli, waitForHttp } from '../helpers/cli.js';
+import { daemonSetup } from '../helpers/daemon.js';
+import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { waitFor } from '../helpers/wait.js';
+
+/**
+ * The outbox from the partner's side: `enqueue_event` in the application's own transaction on the
+ * real PostgreSQL server (a second process cannot open the embedded database), the daemon woken
+ * by NOTIFY, and the CLI.
+ */
+const POSTGRES = TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+describe('the events outbox', () => {
+  let sandbox: TestSandbox;
+  const dbs: Db[] = [];
+  const schemas: string[] = [];
+  beforeAll(async () => {
+    sandbox = await testSandbox({ seed: 21 });
+  });
+  afterAll(async () => {
+    await sandbox?.close();
+    for (const db of dbs) await db.close();
+    for (const schema of schemas) await dropSchema(schema, POSTGRES);
+  });
+
+  const eventsByKey = async () => {
+    const counts = new Map<string, number>();
+    for (const e of (await sandbox.control.truth(sandbox.companyId)).events) {
+      const key = String(e.metadata?.k ?? '');
+      counts.set(key, (counts.get(key) ?? 0) + 1);
+    }
+    return counts;
+  };
+
+  it('sends an event committed in the partner transaction once, woken by NOTIFY; a rolled-back one never', async () => {
+    // The poll is an hour away: only the notification can make the daemon send within the test.
+    const setup = await daemonSetup(sandbox, {
+      DATABASE_URL: POSTGRES,
+      SYNC_REVIEWS_CRON: 'off',
+      SYNC_DIRECTORY_CRON: 'off',
+      EVENTS_POLL_SECONDS: '3600',
+    });
+    schemas.push(setup.schema);
+    const daemon = new CliProcess(['run'], setup.env);
+    try {
+      await waitForHttp(`http://127.0.0.1:${setup.adminPort}/healthz`, 30_000);
+      const db = await openDb({ url: POSTGRES, schema: setup.schema, poolMax: 2, dataDir: undefined });
+      dbs.push(db);
+      const enqueue = `select ??(?, ?, ?, ?::jsonb) as enqueued`;
+      const fn = `${setup.schema}.enqueue_event`;
+      await db.knex
+        .transaction(async (trx) => {
+          await trx.raw(enqueue, [
+            fn,
+            'rolled@example.com',
+            'matter.closed',
+            'rolled-back',
+            '{"k":"rolled-back"}',
+          ]);
+          throw new Error('the business change failed');
+        })
+        .catch(() => {});
+      await db.knex.transaction(async (trx) => {
+        await trx.raw('select 1'); // the partner's own business change would be here
+        await trx.raw(enqueue, [
+          fn,
+          'done@example.com',
+          'matter.closed',
+          'matter-42-closed',
+          '{"k":"matter-42"}',
+        ]);
+      });
+      await waitFor(async () => (await eventsByKey()).get('matter-42') === 1, 15_000, 10);
+
+      const again = await db.knex.raw(enqueue, [
+        fn,
+        'done@example.com',
+        'matter.closed',
+        'matter-42-closed',
+        null,
+      ]);
+      expect(again.rows[0].enqueued).toBe(false);
+      await sleep(1_000);
+      const counts = await eventsByKey();
+      expect(counts.get('matter-42')).toBe(1);
+      expect(counts.has('rolled-back')).toBe(false);
+      const row = await db
+        .knex(db.table('events_outbox'))
+        .where({ idempotency_key: 'matter-42-closed' })
+        .first();
+      expect(row).toMatchObject({ state: 'sent', source: 'sql', attempts: 1, platform_status: 'queued' });
+      expect(row.platform_event_id).not.toBeNull();
+    } finally {
+      daemon.kill('SIGTERM');
+      await daemon.exited;
+    }
+  });
+
+  describe('from the CLI', () => {
+    const schema = uniqueSchema('evcli');
+    let env: NodeJS.ProcessEnv;
+    let dir: string;
+    beforeAll(async () => {
+      schemas.push(schema);
+      dir = await mkdtemp(join(tmpdir(), 'rm-events-'));
+      env = cliEnv({
+        REVIEWS_API_URL: sandbox.url,
+        REVIEWS_API_KEY: sandbox.apiKey,
+        DATABASE_URL: TEST_DATABASE_URL,
+        DATA_DIR: join(dir, 'data'),
+        DB_SCHEMA: schema,
+        EVENTS_RATE_PER_SECOND: '1000',
+      });
+    });
+
+    it('sends each event of a file once however often the file is pushed, and reports bad rows', async () => {
+      const file = join(dir, 'events.csv');
+      const rows = Array.from(
+        { length: 50 },
+        (_, i) => `ev-${i},p${i}@example.com,appointment.completed,"{""k"":""file-${i}""}"`,
+      );
+      await writeFile(
+        file,
+        `event_id,email,event_type,metadata\n${rows.join('\n')}\n,nokey@example.com,appointment.completed,\nev-bad,someone@example.com,not a type,\n`,
+      );
+      for (let drop = 0; drop < 3; drop++) {
+        const pushed = await runCli(['events', 'push', file], env);
+        expect(pushed.code).toBe(0);
+        expect(pushed.stdout).toContain(
+          drop === 0
+            ? 'read=52 enqueued=50 already_known=0 rejected=2'
+            : 'read=52 enqueued=0 already_known=50 rejected=2',
+        );
+        const flushed = await runCli(['events', 'flush'], env);
+        expect(flushed.stdout).toContain(`sent=${drop === 0 ? 50 : 0} retried=0 failed=0`);
+      }
+      const counts = await eventsByKey();
+      for (let i = 0; i < 50; i++) expect(counts.get(`file-${i}`)).toBe(1);
+      const report = (await readFile(`${file}.rejects.csv`, 'utf8')).trim().split('\n').slice(1);
+      expect(report).toEqual([
+        '52,event_id,is missing (the key that makes the event sent once),',
+        '53,event_type,must be a dotted name such as matter.closed,',
+      ]);
+    });
+
+    it('send: one event, recognised when sent again; a bad one refused with its field', async () => {
+      const send = (...args: string[]) => runCli(['events', 'send', ...args], env);
+      const first = await send(
+        '--email',
+        'cli@example.com',
+        '--type',
+        'review.requested',
+        '--metadata',
+        '{"k":"cli-1"}',
+      );
+      expect(first.stdout).toMatch(/^enqueued derived:[0-9a-f]{40}\n$/);
+      const second = await send(
+        '--email',
+        'cli@example.com',
+        '--type',
+        'review.requested',
+        '--metadata',
+        '{"k":"cli-1"}',
+      );
+      expect(second.stdout).toMatch(/^already known: derived:/);
+      const bad = await send('--email', 'cli@example.com', '--type', 'review.requested', '--metadata', '[1]');
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toBe('review-mirror: events send: metadata must be a JSON object\n');
+      expect((await runCli(['events', 'flush'], env)).stdout).toContain('sent=1 ');
+      expect((await eventsByKey()).get('cli-1')).toBe(1);
+    });
+
+    it('parks an event whose answer was lost when so configured, for an operator to retry or discard', async () => {
+      const parkEnv = { ...env, EVENTS_UNKNOWN_OUTCOME: 'park', API_REQUEST_TIMEOUT_SECONDS: '1' };
+      for (const k of ['lost-1', 'lost-2']) {
+        await runCli(
+          [
+            'events',
+            'send',
+            '--key',
+            k,
+            '--email',
+            `${k}@example.com`,
+            '--type',
+            'matter.closed',
+            '--metadata',
+            `{"k":"${k}"}`,
+          ],
+          env,
+        );
+      }
+      await sandbox.control.setFaults({ partner: { hang: 1, routes: ['/api/v1/partner/events'] } });
+      try {
+        const flushed = await runCli(['events', 'flush'], parkEnv);
+        expect(flushed.stdout).toContain('sent=0 retried=0 failed=0 parked=2');
+        expect(flushed.code).toBe(1);
+      } finally {
+        await sandbox.control.setFaults({});
+      }
+      const parked = JSON.parse(
+        (await runCli(['events', 'list', '--state', 'parked', '--json'], env)).stdout,
+      ) as Array<{
+        idempotency_key: string;
+        last_error: string;
+      }>;
+      expect(parked.map((p) => p.idempotency_key).sort()).toEqual(['lost-1', 'lost-2']);
+      expect(parked[0]!.last_error).toMatch(
+        /^outcome unknown, parked for an operator: POST \/events timed out/,
+      );
+
+      expect((await runCli(['events', 'retry', 'lost-1'], env)).stdout).toBe('lost-1: pending\n');
+      expect((await runCli(['events', 'discard', 'lost-2'], env)).stdout).toBe('lost-2: failed\n');
+      expect((await runCli(['events', 'flush'], env)).stdout).toContain('sent=1 ');
+      const counts = await eventsByKey();
+      expect(counts.get('lost-1')).toBe(1);
+      expect(counts.has('lost-2')).toBe(false);
+      const nothing = await runCli(['events', 'retry', 'no-such-key'], env);
+      expect(nothing.stderr).toBe('review-mirror: events retry: no event has the key no-such-key\n');
+    });
+  });
+});
