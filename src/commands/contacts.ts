@@ -49,7 +49,7 @@ export function contactsCommand(): Command {
 
 async function runPush(ctx: Context, file: string, flags: PushFlags): Promise<void> {
   // Configuration errors before any connection is opened.
-  const { contacts } = loadConfigFile(flags.mapping ?? ctx.config.configFile);
+  const { contacts, events } = loadConfigFile(flags.mapping ?? ctx.config.configFile);
   requireApi(ctx.config);
   const shutdown = listenForShutdown();
   const api = makePartnerApi(partnerApiOptions(ctx.config, ctx.log));
@@ -60,6 +60,7 @@ async function runPush(ctx: Context, file: string, flags: PushFlags): Promise<vo
       await migrate(db);
       const options = {
         mapping: contacts,
+        rules: events.rules,
         full: flags.full === true,
         dryRun: flags.dryRun === true,
         delimiter: flags.delimiter,
@@ -102,7 +103,7 @@ async function runPush(ctx: Context, file: string, flags: PushFlags): Promise<vo
   const s = summary!;
   const verb = flags.dryRun ? 'to send' : 'sent';
   process.stdout.write(
-    `contacts: read=${s.read} valid=${s.valid} rejected=${s.rejected} replaced=${s.replaced} unchanged=${s.unchanged} ${verb}=${flags.dryRun ? s.toSend : s.sent} failed=${s.failed}\n` +
+    `contacts: read=${s.read} valid=${s.valid} rejected=${s.rejected} replaced=${s.replaced} unchanged=${s.unchanged} ${verb}=${flags.dryRun ? s.toSend : s.sent} failed=${s.failed}${events.rules.length > 0 ? ` events=${s.events}` : ''}\n` +
       `report: ${s.reportPath}\n`,
   );
   // Every valid row on the platform is success; anything short of it is not.

@@ -45,11 +45,46 @@ export const configFileSchema = z
         trim: true,
         lowercase_email: true,
       }),
+    events: z
+      .object({
+        /**
+         * Events derived from a CRM export: a row whose `column` holds `equals` fires `event_type`
+         * for that contact, keyed by rule, contact key and value, so each change fires once.
+         */
+        rules: z
+          .array(
+            z
+              .object({
+                name: z
+                  .string()
+                  .trim()
+                  .regex(/^[A-Za-z0-9_.-]+$/, 'must be letters, digits, _ . or -'),
+                column: z.string().trim().min(1, 'must name a column'),
+                equals: z.string(),
+                event_type: z
+                  .string()
+                  .trim()
+                  .regex(
+                    /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/,
+                    'must be a dotted name such as matter.closed',
+                  ),
+              })
+              .strict(),
+          )
+          .default([])
+          .refine(
+            (rules) => new Set(rules.map((r) => r.name)).size === rules.length,
+            'rule names must be unique',
+          ),
+      })
+      .strict()
+      .default({ rules: [] }),
   })
   .strict();
 
 export type ConfigFile = z.infer<typeof configFileSchema>;
 export type ContactMapping = ConfigFile['contacts'];
+export type EventRule = ConfigFile['events']['rules'][number];
 
 /** Parses the file at `path`, or the defaults when there is none. */
 export function loadConfigFile(path: string | undefined): ConfigFile {

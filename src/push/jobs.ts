@@ -9,13 +9,14 @@ export function pushJobSpecs(deps: PushContactsDeps, config: Config): JobSpec[] 
   const { contacts } = config;
   if (contacts.inboxDir === undefined) return [];
   // Read once at start-up: a bad mapping stops `run` with its one line, like a bad variable.
-  const { contacts: mapping } = loadConfigFile(config.configFile);
+  const { contacts: mapping, events } = loadConfigFile(config.configFile);
   return [
     contactsInboxJob(deps, {
       dir: contacts.inboxDir,
       schedule: contacts.inboxCron,
       settleMs: contacts.inboxSettleMs,
       mapping,
+      rules: events.rules,
       push: {
         concurrency: contacts.concurrency,
         ratePerSecond: contacts.ratePerSecond,

@@ -224,5 +224,33 @@ describe('the events outbox', () => {
       const nothing = await runCli(['events', 'retry', 'no-such-key'], env);
       expect(nothing.stderr).toBe('review-mirror: events retry: no event has the key no-such-key\n');
     });
+
+    it('fires a CRM rule once per contact and value, not again when the export is imported again', async () => {
+      const config = join(dir, 'rules.yaml');
+      await writeFile(
+        config,
+        'events:\n  rules:\n    - { name: closed, column: status, equals: closed, event_type: matter.closed }\n',
+      );
+      const rulesEnv = { ...env, REVIEW_MIRROR_CONFIG: config, CONTACTS_RATE_PER_SECOND: '1000' };
+      const csv = (statuses: string[]) =>
+        `external_id,email,name,status\n${statuses.map((s, i) => `r-${i},r${i}@example.com,R ${i},${s}`).join('\n')}\n`;
+      const matterClosed = async () =>
+        (await sandbox.control.truth(sandbox.companyId)).events.filter(
+          (e) => e.event_type === 'matter.closed' && e.metadata?.rule === 'closed',
+        );
+      const push = async (name: string, statuses: string[]) => {
+        const file = join(dir, name);
+        await writeFile(file, csv(statuses));
+        const result = await runCli(['contacts', 'push', file], rulesEnv);
+        expect(result.code).toBe(0);
+        await runCli(['events', 'flush'], rulesEnv);
+        return result.stdout;
+      };
+      expect(await push('crm-1.csv', ['open', 'closed', 'open'])).toContain('events=1');
+      expect(await push('crm-2.csv', ['open', 'closed', 'open'])).toContain('events=0');
+      expect(await push('crm-3.csv', ['closed', 'closed', 'open'])).toContain('events=1');
+      const fired = await matterClosed();
+      expect(fired.map((e) => e.email).sort()).toEqual(['r0@example.com', 'r1@example.com']);
+    });
   });
 });

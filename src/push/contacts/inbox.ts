@@ -1,6 +1,6 @@
 import { mkdir, readdir, rename, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import type { ContactMapping } from '../../config/configFile.js';
+import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import { JOB } from '../../jobs/jobNames.js';
 import { addCount } from '../../jobs/runCounts.js';
 import type { JobSpec } from '../../jobs/scheduler.js';
@@ -14,6 +14,7 @@ export interface InboxOptions {
   readonly schedule: string;
   readonly settleMs: number;
   readonly mapping: ContactMapping;
+  readonly rules: readonly EventRule[];
   readonly push: Omit<PushContactsOptions, 'mapping' | 'full' | 'dryRun'>;
 }
 
@@ -54,7 +55,14 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
           const summary = await pushContacts(
             deps,
             path,
-            { ...options.push, mapping: options.mapping, full: false, dryRun: false, format: formatOf(name) },
+            {
+              ...options.push,
+              mapping: options.mapping,
+              rules: options.rules,
+              full: false,
+              dryRun: false,
+              format: formatOf(name),
+            },
             counts,
             run ?? { runId: undefined },
             signal,

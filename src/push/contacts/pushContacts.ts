@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import PQueue from 'p-queue';
-import type { ContactMapping } from '../../config/configFile.js';
+import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import type { Db } from '../../db/connect.js';
 import { GroupCommit } from '../../db/groupCommit.js';
 import { describeError } from '../../errors.js';
@@ -10,6 +10,7 @@ import { addCount, type RunCounts } from '../../jobs/runCounts.js';
 import type { Logger, SecretScrubber } from '../../log.js';
 import type { Metrics } from '../../metrics.js';
 import type { PartnerApi } from '../../partner-api/client.js';
+import { enqueueEvents } from '../events/outboxSql.js';
 import { formatOf, type ReadOptions } from '../readRecords.js';
 import { RejectReport } from '../rejectReport.js';
 import type { ContactRow } from './contactRow.js';
@@ -38,6 +39,8 @@ export interface PushContactsDeps {
 
 export interface PushContactsOptions extends ReadOptions {
   readonly mapping: ContactMapping;
+  /** Events the export's rows fire (config file `events.rules`). */
+  readonly rules?: readonly EventRule[] | undefined;
   /** Re-send every valid contact, changed or not. */
   readonly full: boolean;
   /** Read, validate and diff; send nothing and record nothing but the report. */
@@ -62,6 +65,8 @@ export interface PushSummary {
   created: number;
   updated: number;
   failed: number;
+  /** Events the rules fired that were new to the outbox. */
+  events: number;
   reportPath: string;
 }
 
@@ -109,6 +114,7 @@ export async function pushContacts(
     created: 0,
     updated: 0,
     failed: 0,
+    events: 0,
     reportPath: report.path,
   };
   try {
@@ -122,7 +128,11 @@ export async function pushContacts(
         pushId,
         bytes,
         { ...options, format: options.format ?? formatOf(file) },
-        { report, pushLog },
+        {
+          report,
+          pushLog,
+          enqueue: options.dryRun ? undefined : (events) => enqueueEvents(db.knex, db, events),
+        },
         summary,
         signal,
       );

@@ -1,6 +1,8 @@
 import type { Readable } from 'node:stream';
-import type { ContactMapping } from '../../config/configFile.js';
+import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import type { Db } from '../../db/connect.js';
+import { eventsOfRow } from '../events/contactRules.js';
+import type { NewEvent } from '../events/outboxSql.js';
 import { type ReadOptions, readRecords } from '../readRecords.js';
 import type { RejectReport } from '../rejectReport.js';
 import { type ContactRow, toContactRow } from './contactRow.js';
@@ -15,6 +17,15 @@ export interface StageCounts {
   replaced: number;
   /** Distinct valid keys staged: what the diff compares. */
   valid: number;
+  /** Events the rules fired that were new to the outbox. */
+  events: number;
+}
+
+export interface StageOutput {
+  readonly report: RejectReport;
+  readonly pushLog: PushLogWriter;
+  /** Where rule events go (absent on a dry run); returns how many were new. */
+  readonly enqueue?: ((events: readonly NewEvent[]) => Promise<number>) | undefined;
 }
 
 /**
@@ -25,12 +36,14 @@ export async function stageContacts(
   db: Db,
   pushId: string,
   source: Readable,
-  options: ReadOptions & { readonly mapping: ContactMapping },
-  out: { readonly report: RejectReport; readonly pushLog: PushLogWriter },
+  options: ReadOptions & { readonly mapping: ContactMapping; readonly rules?: readonly EventRule[] },
+  out: StageOutput,
   counts: StageCounts,
   signal?: AbortSignal,
 ): Promise<void> {
   let batch = new Map<string, ContactRow>();
+  // The events each batch's last row of a key fires, enqueued once the batch is staged.
+  let fired = new Map<string, NewEvent[]>();
   let writing: Promise<void> = Promise.resolve();
   const replaced = async (earlierLine: number, row: ContactRow) => {
     counts.replaced++;
@@ -48,8 +61,9 @@ export async function stageContacts(
       error: `replaced by line ${row.line}`,
     });
   };
-  const stageBatch = async (rows: ContactRow[]) => {
+  const stageBatch = async (rows: ContactRow[], events: NewEvent[]) => {
     const earlier = await stageContactRows(db.knex, db, pushId, rows);
+    if (out.enqueue !== undefined && events.length > 0) counts.events += await out.enqueue(events);
     counts.valid += rows.length - earlier.size;
     for (const row of rows) {
       const line = earlier.get(row.key);
@@ -80,15 +94,19 @@ export async function stageContacts(
       await replaced(earlier.line, row);
     }
     batch.set(row.key, row);
+    if (options.rules !== undefined && options.rules.length > 0 && 'record' in item) {
+      fired.set(row.key, eventsOfRow(item.record.fields, row, options.rules));
+    }
     if (batch.size >= STAGE_BATCH) {
       // One batch is written while the next is parsed; never more, so memory stays flat.
       await writing;
-      writing = stageBatch([...batch.values()]);
+      writing = stageBatch([...batch.values()], [...fired.values()].flat());
       // Its failure is thrown where it is awaited, not as an unhandled rejection meanwhile.
       writing.catch(() => undefined);
       batch = new Map();
+      fired = new Map();
     }
   }
   await writing;
-  await stageBatch([...batch.values()]);
+  await stageBatch([...batch.values()], [...fired.values()].flat());
 }

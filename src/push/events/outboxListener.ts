@@ -3,8 +3,8 @@ import pg from 'pg';
 import { describeError } from '../../errors.js';
 import type { Logger, SecretScrubber } from '../../log.js';
 
-/** The channel `enqueue_event` notifies on commit. */
-export const outboxChannel = (schema: string): string => `${schema}_events_outbox`;
+/** The channel `enqueue_event` and enqueueEvents notify on commit. */
+const outboxChannel = (schema: string): string => `${schema}_events_outbox`;
 
 const RECONNECT_MAX_MS = 30_000;
 

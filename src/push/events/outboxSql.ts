@@ -60,6 +60,8 @@ export async function enqueueEvents(q: Queryable, db: Tables, events: readonly N
       db.table('event_keys'),
     ],
   )) as { rows: unknown[] };
+  // Wakes the outbox workers as enqueue_event does (delivered at commit, like the rows).
+  if (rows.length > 0) await q.raw('select pg_notify(?, ?)', [`${db.schema}_events_outbox`, '']);
   return rows.length;
 }
 

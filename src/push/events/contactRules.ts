@@ -1,0 +1,29 @@
+import type { EventRule } from '../../config/configFile.js';
+import type { ContactRow } from '../contacts/contactRow.js';
+import type { NewEvent } from './outboxSql.js';
+
+/**
+ * The events a CRM row fires under the configured rules. The key is the rule, the contact and the
+ * value: a contact whose status becomes `closed` fires once, however often the export is imported.
+ */
+export function eventsOfRow(
+  fields: Readonly<Record<string, string>>,
+  row: ContactRow,
+  rules: readonly EventRule[],
+): NewEvent[] {
+  const events: NewEvent[] = [];
+  for (const rule of rules) {
+    const value = fields[rule.column]?.trim();
+    if (value === undefined || value !== rule.equals) continue;
+    events.push({
+      key: `rule:${rule.name}:${row.key}:${value}`,
+      email: row.contact.email,
+      contactId: null,
+      eventType: rule.event_type,
+      professionalId: row.contact.professional_id,
+      metadata: { rule: rule.name, [rule.column]: value, external_id: row.contact.external_id },
+      source: 'rule',
+    });
+  }
+  return events;
+}
