@@ -1,9 +1,11 @@
 import type { Db } from '../db/connect.js';
 import { pendingMigrations } from '../db/migrate.js';
 import { countQuarantined, type QuarantineCounts } from '../mirror/quarantineSql.js';
+import type { OutboxStats } from '../push/events/outboxSql.js';
 import { alignColumns } from './alignColumns.js';
 import { type ContactsStatus, formatContactsStatus, readContactsStatus } from './contactPushes.js';
 import { formatMirrorCounts, type MirrorCounts, readMirrorCounts } from './mirrorCounts.js';
+import { formatOutboxStatus, readOutboxStatus } from './outboxStatus.js';
 import { hasTables, readJobStatuses } from './statusSql.js';
 import { formatWebhookStatus, readWebhookStatus, type WebhookStatus } from './webhookStatus.js';
 
@@ -29,6 +31,8 @@ export interface StatusReport {
   quarantine?: QuarantineCounts | null;
   /** Contacts by outcome and the last pushes; null before migrations. */
   contacts?: ContactsStatus | null;
+  /** The events outbox: backlog, oldest pending age, outcomes; null before migrations. */
+  outbox?: OutboxStats | null;
 }
 
 const iso = (v: Date | string | null): string | null => (v === null ? null : new Date(v).toISOString());
@@ -58,6 +62,7 @@ export async function readStatus(db: Db): Promise<StatusReport> {
       ? await countQuarantined(db.knex, db)
       : null,
     contacts: await readContactsStatus(db),
+    outbox: await readOutboxStatus(db),
   };
 }
 
@@ -92,5 +97,6 @@ export function formatStatus(report: StatusReport): string {
   }
   lines.push(...formatWebhookStatus(report.webhooks));
   lines.push(...formatContactsStatus(report.contacts));
+  lines.push(...formatOutboxStatus(report.outbox));
   return lines.join('\n');
 }

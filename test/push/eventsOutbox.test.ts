@@ -221,6 +221,10 @@ describe('the events outbox', () => {
       const counts = await eventsByKey();
       expect(counts.get('lost-1')).toBe(1);
       expect(counts.has('lost-2')).toBe(false);
+      const status = await runCli(['status'], env);
+      expect(status.stdout).toContain('events outbox:');
+      expect(status.stdout).toMatch(/backlog +0 \(pending 0, being sent 0; oldest pending 0 s\)/);
+      expect(status.stdout).toMatch(/failed 1, parked 0/);
       const nothing = await runCli(['events', 'retry', 'no-such-key'], env);
       expect(nothing.stderr).toBe('review-mirror: events retry: no event has the key no-such-key\n');
     });
