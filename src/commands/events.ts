@@ -4,23 +4,16 @@ import { type Context, commandAction, withDb } from '../context.js';
 import { migrate } from '../db/migrate.js';
 import { makePartnerApi, partnerApiOptions } from '../partner-api/client.js';
 import { DEFAULT_BACKOFF } from '../partner-api/retryPolicy.js';
-import { eventFromRecord, toNewEvent } from '../push/events/eventInput.js';
+import { enqueueEventsFile } from '../push/events/enqueueFile.js';
+import { toNewEvent } from '../push/events/eventInput.js';
 import { OutboxSender } from '../push/events/outboxSender.js';
 import { workerIdentity } from '../push/events/outboxService.js';
-import {
-  enqueueEvents,
-  listEvents,
-  type NewEvent,
-  readOutboxStats,
-  resolveEvent,
-} from '../push/events/outboxSql.js';
-import { ENCODINGS, type Encoding, readRecords } from '../push/readRecords.js';
-import { RejectReport } from '../push/rejectReport.js';
+import { enqueueEvents, listEvents, readOutboxStats, resolveEvent } from '../push/events/outboxSql.js';
+import { ENCODINGS, type Encoding } from '../push/readRecords.js';
 import { listenForShutdown } from '../shutdownSignal.js';
 import { alignColumns } from '../status/alignColumns.js';
 
 const STATES = ['pending', 'sending', 'sent', 'failed', 'parked'] as const;
-const ENQUEUE_BATCH = 500;
 
 const positive = (value: string): number => {
   const n = Number(value);
@@ -142,37 +135,12 @@ export function eventsCommand(): Command {
 }
 
 async function pushEventsFile(ctx: Context, file: string, flags: { encoding: Encoding }): Promise<void> {
-  const report = new RejectReport(file);
-  const counts = { read: 0, enqueued: 0, known: 0, rejected: 0 };
-  await withDb(ctx, async (db) => {
+  const s = await withDb(ctx, async (db) => {
     await migrate(db);
-    let batch: NewEvent[] = [];
-    const flushBatch = async () => {
-      const added = await enqueueEvents(db.knex, db, batch);
-      counts.enqueued += added;
-      counts.known += batch.length - added;
-      batch = [];
-    };
-    try {
-      for await (const item of readRecords(file, { encoding: flags.encoding })) {
-        counts.read++;
-        const event = 'error' in item ? item.error : eventFromRecord(item.record);
-        if ('line' in event) {
-          counts.rejected++;
-          await report.add(event);
-          continue;
-        }
-        // A key twice in one file: the first row is the event (enqueueing is first-wins).
-        batch.push(event);
-        if (batch.length >= ENQUEUE_BATCH) await flushBatch();
-      }
-      await flushBatch();
-    } finally {
-      await report.close();
-    }
+    return enqueueEventsFile(db, file, flags);
   });
   process.stdout.write(
-    `events: read=${counts.read} enqueued=${counts.enqueued} already_known=${counts.known} rejected=${counts.rejected}\nreport: ${report.path}\n`,
+    `events: read=${s.read} enqueued=${s.enqueued} already_known=${s.known} rejected=${s.rejected}\nreport: ${s.reportPath}\n`,
   );
 }
 

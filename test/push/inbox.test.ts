@@ -29,7 +29,7 @@ describe('the CRM inbox of the daemon', () => {
 
   const onPlatform = async () => (await sandbox.control.truth(sandbox.companyId)).contacts;
 
-  it('pushes a dropped export once it is complete, then moves it and its report to processed/', async () => {
+  it('pushes a dropped export once it is complete, then moves it and its report to processed/; an events file dropped three times sends each event once', async () => {
     const inbox = await mkdtemp(join(tmpdir(), 'rm-inbox-'));
     const setup = await daemonSetup(sandbox, {
       SYNC_REVIEWS_CRON: 'off',
@@ -37,6 +37,8 @@ describe('the CRM inbox of the daemon', () => {
       CRM_INBOX_CRON: '* * * * * *',
       CRM_INBOX_SETTLE_SECONDS: '3',
       CONTACTS_RATE_PER_SECOND: '1000',
+      EVENTS_RATE_PER_SECOND: '1000',
+      EVENTS_POLL_SECONDS: '1',
     });
     schema = setup.schema;
     const daemon = new CliProcess(['run'], setup.env);
@@ -84,6 +86,25 @@ describe('the CRM inbox of the daemon', () => {
       expect(sample('review_mirror_contacts_last_success_timestamp_seconds')).toBeGreaterThan(
         Date.now() / 1000 - 120,
       );
+
+      // An events file dropped three times (the CRM's job re-running): each event sent once.
+      const eventsCsv = `event_id,email,event_type,metadata\n${Array.from(
+        { length: 20 },
+        (_, i) => `visit-${i},p${i}@example.com,appointment.completed,"{""k"":""visit-${i}""}"`,
+      ).join('\n')}\n`;
+      for (let drop = 1; drop <= 3; drop++) {
+        await writeFile(join(inbox, 'events-visits.csv'), eventsCsv);
+        await waitFor(async () => !(await readdir(inbox)).includes('events-visits.csv'), 30_000, 100);
+      }
+      expect(await readdir(join(inbox, 'processed'))).toContain('events-visits.csv');
+      const visits = async () =>
+        (await sandbox.control.truth(sandbox.companyId)).events.filter((e) =>
+          String(e.metadata?.k).startsWith('visit-'),
+        );
+      await waitFor(async () => (await visits()).length >= 20, 30_000, 100);
+      await sleep(2_000); // two more polls of the outbox: nothing more may be sent
+      const sent = (await visits()).map((e) => String(e.metadata?.k)).sort();
+      expect(sent).toEqual(Array.from({ length: 20 }, (_, i) => `visit-${i}`).sort());
     } finally {
       daemon.kill('SIGTERM');
       await daemon.exited;

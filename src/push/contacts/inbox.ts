@@ -1,13 +1,16 @@
 import { mkdir, readdir, rename, stat } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import { JOB } from '../../jobs/jobNames.js';
 import { addCount } from '../../jobs/runCounts.js';
 import type { JobSpec } from '../../jobs/scheduler.js';
+import { enqueueEventsFile } from '../events/enqueueFile.js';
 import { formatOf } from '../readRecords.js';
 import { type PushContactsDeps, type PushContactsOptions, pushContacts } from './pushContacts.js';
 
 const EXPORT_FILE = /\.(csv|tsv|txt|jsonl|ndjson)$/i;
+/** Events files (`events*.csv`, `events*.jsonl`, …) go to the outbox; every other export is contacts. */
+const EVENTS_FILE = /^events/i;
 
 export interface InboxOptions {
   readonly dir: string;
@@ -52,6 +55,18 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
         seen.delete(name);
         let destination = 'failed';
         try {
+          if (EVENTS_FILE.test(name)) {
+            const summary = await enqueueEventsFile(deps.db, path);
+            destination = 'processed';
+            deps.log.info(
+              { file: name, ...summary, reportPath: undefined, moved: destination },
+              'events file enqueued',
+            );
+            addCount(counts, 'events_enqueued', summary.enqueued);
+            addCount(counts, `files_${destination}`);
+            await moveWithReport(options.dir, name, destination);
+            continue;
+          }
           const summary = await pushContacts(
             deps,
             path,
@@ -77,12 +92,16 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
           deps.log.error({ file: name, err: error }, 'CRM export could not be pushed');
         }
         addCount(counts, `files_${destination}`);
-        await rename(path, join(options.dir, destination, name));
-        await rename(
-          `${path}.rejects.csv`,
-          join(options.dir, destination, `${basename(path)}.rejects.csv`),
-        ).catch(() => {});
+        await moveWithReport(options.dir, name, destination);
       }
     },
   };
+}
+
+/** A pushed file and its `.rejects.csv` report, into `processed/` or `failed/`. */
+async function moveWithReport(dir: string, name: string, destination: string): Promise<void> {
+  await rename(join(dir, name), join(dir, destination, name));
+  await rename(join(dir, `${name}.rejects.csv`), join(dir, destination, `${name}.rejects.csv`)).catch(
+    () => {},
+  );
 }

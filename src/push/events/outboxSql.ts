@@ -288,10 +288,13 @@ export async function pruneOutbox(
      returning idempotency_key`,
     [db.table('events_outbox'), retentionDays, db.table('event_keys')],
   )) as { rows: unknown[] };
-  const keysForgotten = await q(db.table('event_keys'))
-    .where('sent_at', '<', q.raw('now() - make_interval(days => ?)', [keyRetentionDays]))
-    .del();
-  return { pruned: rows.length, keysForgotten };
+  // A count from the statement itself: the embedded driver does not report affected rows.
+  const forgotten = (await q.raw(
+    `with gone as (delete from ?? where sent_at < now() - make_interval(days => ?) returning 1)
+     select count(*)::int as n from gone`,
+    [db.table('event_keys'), keyRetentionDays],
+  )) as { rows: Array<{ n: number }> };
+  return { pruned: rows.length, keysForgotten: Number(forgotten.rows[0]?.n ?? 0) };
 }
 
 export interface OutboxStats {

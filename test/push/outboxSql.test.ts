@@ -1,0 +1,125 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../src/db/connect.js';
+import {
+  claimDueEvents,
+  enqueueEvents,
+  type NewEvent,
+  pruneOutbox,
+  recordDecisions,
+  releaseExpiredClaims,
+} from '../../src/push/events/outboxSql.js';
+import { freshDb } from '../helpers/db.js';
+
+const event = (key: string): NewEvent => ({
+  key,
+  email: `${key}@example.com`,
+  contactId: null,
+  eventType: 'matter.closed',
+  professionalId: null,
+  metadata: { key },
+  source: 'cli',
+});
+
+/** The outbox's SQL on a real database (the server in CI, embedded otherwise). */
+describe('outbox SQL', () => {
+  let db: Db;
+  beforeAll(async () => {
+    db = await freshDb();
+  });
+  afterAll(async () => {
+    await db?.close();
+  });
+  const outbox = () => db.knex(db.table('events_outbox'));
+
+  it('claims disjoint rows for two workers, each claim leased and counted as an attempt', async () => {
+    expect(await enqueueEvents(db.knex, db, ['c1', 'c2', 'c3'].map(event))).toBe(3);
+    expect(await enqueueEvents(db.knex, db, [event('c1')])).toBe(0);
+    const a = await claimDueEvents(db.knex, db, 'worker-a', 2, 60_000);
+    const b = await claimDueEvents(db.knex, db, 'worker-b', 2, 60_000);
+    expect(a.map((e) => e.key)).toEqual(['c1', 'c2']);
+    expect(b.map((e) => e.key)).toEqual(['c3']);
+    expect(a[0]!.attempts).toBe(1);
+    expect(await claimDueEvents(db.knex, db, 'worker-c', 5, 60_000)).toEqual([]);
+    // An outcome is written only by the worker holding the claim.
+    expect(
+      await recordDecisions(db.knex, db, 'worker-b', [
+        {
+          id: a[0]!.id,
+          state: 'sent',
+          delayMs: 0,
+          error: null,
+          possibleDuplicate: false,
+          refund: false,
+          platformId: 'x',
+          platformStatus: 'queued',
+        },
+      ]),
+    ).toBe(0);
+    await recordDecisions(db.knex, db, 'worker-a', [
+      {
+        id: a[0]!.id,
+        state: 'sent',
+        delayMs: 0,
+        error: null,
+        possibleDuplicate: false,
+        refund: false,
+        platformId: 'p1',
+        platformStatus: 'queued',
+      },
+      {
+        id: a[1]!.id,
+        state: 'pending',
+        delayMs: 60_000,
+        error: '500',
+        possibleDuplicate: false,
+        refund: false,
+        platformId: null,
+        platformStatus: null,
+      },
+    ]);
+    expect(await outbox().where({ idempotency_key: 'c1' }).first()).toMatchObject({
+      state: 'sent',
+      platform_event_id: 'p1',
+    });
+    const c2 = await outbox().where({ idempotency_key: 'c2' }).first();
+    expect(c2).toMatchObject({ state: 'pending', last_error: '500', claimed_by: null });
+    expect(new Date(c2.next_attempt_at).getTime()).toBeGreaterThan(Date.now() + 30_000);
+  });
+
+  it('takes back the claims of a dead worker as unknown outcomes: sent again and flagged, or parked', async () => {
+    await outbox()
+      .where({ idempotency_key: 'c3' })
+      .update({ lease_expires_at: db.knex.raw("now() - interval '1 second'") });
+    expect(await releaseExpiredClaims(db.knex, db, 'retry')).toBe(1);
+    expect(await outbox().where({ idempotency_key: 'c3' }).first()).toMatchObject({
+      state: 'pending',
+      possible_duplicate: true,
+    });
+    await enqueueEvents(db.knex, db, [event('p1')]);
+    await claimDueEvents(db.knex, db, 'worker-d', 10, 60_000);
+    await outbox()
+      .where({ idempotency_key: 'p1' })
+      .update({ lease_expires_at: db.knex.raw("now() - interval '1 second'") });
+    expect(await releaseExpiredClaims(db.knex, db, 'park')).toBe(1);
+    expect(await outbox().where({ idempotency_key: 'p1' }).first()).toMatchObject({ state: 'parked' });
+  });
+
+  it('prunes sent rows after the retention, still refusing their keys until the key retention ends', async () => {
+    await outbox()
+      .where({ idempotency_key: 'c1' })
+      .update({ sent_at: db.knex.raw("now() - interval '8 days'") });
+    expect(await pruneOutbox(db.knex, db, 7, 400)).toEqual({ pruned: 1, keysForgotten: 0 });
+    expect(await outbox().where({ idempotency_key: 'c1' }).first()).toBeUndefined();
+    expect(await enqueueEvents(db.knex, db, [event('c1')])).toBe(0);
+    const viaSql = await db.knex.raw('select ??(?, ?, ?) as enqueued', [
+      `${db.schema}.enqueue_event`,
+      'c1@example.com',
+      'matter.closed',
+      'c1',
+    ]);
+    expect(viaSql.rows[0].enqueued).toBe(false);
+    await db.knex(db.table('event_keys')).update({ sent_at: db.knex.raw("now() - interval '401 days'") });
+    expect(await pruneOutbox(db.knex, db, 7, 400)).toEqual({ pruned: 0, keysForgotten: 1 });
+    expect(await enqueueEvents(db.knex, db, [event('c1')])).toBe(1);
+  });
+});
