@@ -1,6 +1,7 @@
 import { cpus } from 'node:os';
 import { benchContactsDiff, benchContactsSend } from './contacts.js';
 import { type BenchResult, formatResults } from './harness.js';
+import { benchOutbox } from './outbox.js';
 import { benchPull } from './pull.js';
 import { benchWebhook } from './webhook.js';
 
@@ -14,6 +15,7 @@ const benches: Array<() => Promise<BenchResult>> = [
   benchWebhook,
   benchContactsDiff,
   benchContactsSend,
+  benchOutbox,
 ];
 const results: BenchResult[] = [];
 for (const bench of benches) {

@@ -97,6 +97,13 @@ describe('the events outbox', () => {
         .first();
       expect(row).toMatchObject({ state: 'sent', source: 'sql', attempts: 1, platform_status: 'queued' });
       expect(row.platform_event_id).not.toBeNull();
+
+      const metrics = await (await fetch(`http://127.0.0.1:${setup.adminPort}/metrics`)).text();
+      const sample = (name: string) => Number(metrics.match(new RegExp(`^${name} (\\S+)$`, 'm'))?.[1]);
+      expect(sample('review_mirror_events_total\\{outcome="sent"\\}')).toBe(1);
+      expect(sample('review_mirror_event_enqueue_to_accepted_seconds_count')).toBe(1);
+      expect(sample('review_mirror_outbox_backlog')).toBe(0);
+      expect(sample('review_mirror_outbox_oldest_pending_seconds')).toBe(0);
     } finally {
       daemon.kill('SIGTERM');
       await daemon.exited;

@@ -43,13 +43,15 @@ export interface DrainCounts {
 /**
  * Sends what is due in the outbox. Every replica runs one: rows are claimed a few at a time with
  * SKIP LOCKED (no two workers hold one row), each claim leased so a dead worker's rows are taken
- * back, every outcome recorded before the worker takes its next row, and at most `concurrency`
- * requests in flight under one rate limit, paused as a whole by a 429.
+ * back, outcomes group-committed as answers arrive (all of them before `drain` returns), and at
+ * most `concurrency` requests in flight under one rate limit, paused as a whole by a 429.
  */
 export class OutboxSender {
   readonly #queue: PQueue;
   readonly #decisions: GroupCommit<RecordedDecision>;
   readonly #random = Math.random;
+  readonly #recording = new Set<Promise<void>>();
+  #writeFailure: unknown;
 
   constructor(
     private readonly deps: OutboxSenderDeps,
@@ -82,11 +84,17 @@ export class OutboxSender {
       await releaseExpiredClaims(db.knex, db, this.options.policy.unknownOutcome);
       for (;;) {
         if (broken !== undefined) throw broken;
+        if (this.#writeFailure !== undefined) throw this.#writeFailure;
         if (stop?.aborted) break;
-        // Claim only what can start soon: a claim is a lease on someone else's patience.
-        const room = this.options.concurrency * 2 - this.#queue.size - this.#queue.pending;
+        // Claim only what can start soon (a claim is a lease on someone else's patience), and in
+        // batches of at least `concurrency`: one claim statement per row would halve throughput.
+        const concurrency = this.options.concurrency;
+        const busy = this.#queue.size + this.#queue.pending;
+        const room = concurrency * 3 - busy;
         const claimed =
-          room > 0 ? await claimDueEvents(db.knex, db, this.options.worker, room, this.options.leaseMs) : [];
+          room >= concurrency || busy === 0
+            ? await claimDueEvents(db.knex, db, this.options.worker, room, this.options.leaseMs)
+            : [];
         for (const event of claimed) {
           waiting.set(event.id, event);
           this.#queue
@@ -99,9 +107,7 @@ export class OutboxSender {
             });
         }
         if (claimed.length === 0 && this.#queue.size + this.#queue.pending === 0) break;
-        if (claimed.length === 0 || this.#queue.size >= this.options.concurrency) {
-          await this.#nextCompletion(stop);
-        }
+        await this.#nextCompletion(stop);
       }
     } finally {
       this.#queue.clear();
@@ -113,9 +119,15 @@ export class OutboxSender {
           ),
       );
       await this.#queue.onIdle();
+      await Promise.allSettled([...this.#recording]);
       stopListening();
     }
     if (broken !== undefined) throw broken;
+    if (this.#writeFailure !== undefined) {
+      const failure = this.#writeFailure;
+      this.#writeFailure = undefined;
+      throw failure;
+    }
     return counts;
   }
 
@@ -171,7 +183,18 @@ export class OutboxSender {
         'event not sent',
       );
     }
-    await this.#decisions.add(decision);
+    // The slot is free once the platform answered; the outcome is written by the next group
+    // commit. A worker killed before it lands leaves the row `sending`: its lease runs out and the
+    // event is taken back as an unknown outcome, counted under the policy, never lost.
+    const recorded = this.#decisions.add(decision);
+    this.#recording.add(recorded);
+    void recorded.then(
+      () => this.#recording.delete(recorded),
+      (error: unknown) => {
+        this.#recording.delete(recorded);
+        this.#writeFailure ??= error;
+      },
+    );
     const outcome = decision.state === 'pending' ? 'retried' : decision.state;
     metrics?.events.inc({ outcome });
     if (decision.possibleDuplicate) {
