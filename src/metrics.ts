@@ -24,6 +24,13 @@ export function makeMetrics() {
       labelNames: ['reason'] as const,
       registers,
     }),
+    apiDuration: new Histogram({
+      name: 'review_mirror_api_request_duration_seconds',
+      help: 'Partner API attempts from sending to the whole answer read, by route template and status class (2xx, 4xx, 5xx, timeout, network).',
+      labelNames: ['route', 'status_class'] as const,
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
     reviewsUpserted: new Counter({
       name: 'review_mirror_reviews_upserted_total',
       help: 'Reviews written to the mirror by source (feed, webhook) and outcome (inserted, updated).',

@@ -25,6 +25,7 @@ export const API_PREFIX = '/api/v1/partner';
 export interface ApiMetrics {
   readonly apiRequests: { inc(labels: { route: string; status: string }): void };
   readonly apiRetries: { inc(labels: { reason: string }): void };
+  readonly apiDuration?: { observe(labels: { route: string; status_class: string }, seconds: number): void };
 }
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -135,6 +136,12 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
     idempotent: boolean,
   ): Promise<z.output<S>> {
     const { signal, timedOut: hitTimeout, dispose } = requestSignal(req.signal, requestTimeoutMs);
+    const started = performance.now();
+    const observe = (statusClass: string) =>
+      metrics?.apiDuration?.observe(
+        { route, status_class: statusClass },
+        (performance.now() - started) / 1000,
+      );
     let status: number;
     let text: string;
     let headers: Record<string, string | string[] | undefined>;
@@ -159,6 +166,7 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       const timedOut = hitTimeout() || TIMEOUT_ERRORS.includes(code);
       const reason: FailureReason = timedOut ? 'timeout' : 'network';
       metrics?.apiRequests.inc({ route, status: reason });
+      observe(reason);
       const what = timedOut ? 'timed out' : `failed (${code || scrubber.scrub((cause as Error).message)})`;
       const error = new ApiUnavailableError(`${route} ${what}`, {
         route,
@@ -170,6 +178,7 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       dispose();
     }
     metrics?.apiRequests.inc({ route, status: String(status) });
+    observe(`${Math.floor(status / 100)}xx`);
 
     if (status === 401 || status === 403) throw new ApiAuthError({ route, status });
     if (isRetryableStatus(status)) {
