@@ -101,6 +101,8 @@ export async function pushContacts(
   const { db } = deps;
   const startedAt = performance.now();
   const pushId = randomUUID();
+  // A missing file fails here, before a report is created beside it.
+  const { size } = await stat(file);
   const report = new RejectReport(file);
   const pushLog = new PushLogWriter(db, { runId: run.runId, file }, !options.dryRun);
   const summary: PushSummary = {
@@ -118,7 +120,6 @@ export async function pushContacts(
     reportPath: report.path,
   };
   try {
-    const { size } = await stat(file);
     const bytes = createReadStream(file);
     const tick = () => progress?.update('reading', bytes.bytesRead, size, summary.read);
     const reading = progress ? setInterval(tick, 200) : undefined;
