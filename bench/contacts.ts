@@ -10,12 +10,10 @@ import { loadConfigFile } from '../src/config/configFile.js';
 import { type Db, openDb } from '../src/db/connect.js';
 import { migrate } from '../src/db/migrate.js';
 import { makeLogger, SecretScrubber } from '../src/log.js';
-import { makePartnerApi } from '../src/partner-api/client.js';
-import { DEFAULT_BACKOFF } from '../src/partner-api/retryPolicy.js';
 import { type PushContactsOptions, pushContacts } from '../src/push/contacts/pushContacts.js';
 import { startSandbox } from '../src/sandbox/server.js';
 import { crmExport } from './crmExport.js';
-import { type BenchResult, medianSeconds } from './harness.js';
+import { type BenchResult, benchApi, medianSeconds } from './harness.js';
 
 const DIFF_PEOPLE = 100_000;
 const SEND_PEOPLE = 10_000;
@@ -70,15 +68,8 @@ export async function benchContactsDiff(): Promise<BenchResult> {
     for await (const _ of createReadStream(file).pipe(parse({ bom: true }))) n++;
     if (n !== data.rows + 1) throw new Error(`baseline parsed ${n} records`);
   });
-  const api = makePartnerApi({
-    url: 'http://127.0.0.1:9',
-    key: 'unused-by-a-dry-run',
-    connectTimeoutMs: 1_000,
-    requestTimeoutMs: 1_000,
-    retry: { maxRetries: 0, budgetMs: 1_000, ...DEFAULT_BACKOFF },
-    pageSize: 100,
-    log,
-  });
+  // A dry run sends nothing: the client only has to exist.
+  const api = benchApi({ url: 'http://127.0.0.1:9', apiKey: 'unused-by-a-dry-run' });
   try {
     const { result: subject, backend } = await withSchema('bench_diff', (db) =>
       medianSeconds(async () => {
@@ -112,15 +103,7 @@ export async function benchContactsDiff(): Promise<BenchResult> {
 export async function benchContactsSend(): Promise<BenchResult> {
   const sandbox = await startSandbox({ port: 0, seed: 3, seedReviews: 0 });
   const dir = await mkdtemp(join(tmpdir(), 'bench-contacts-'));
-  const api = makePartnerApi({
-    url: sandbox.url,
-    key: sandbox.apiKey,
-    connectTimeoutMs: 5_000,
-    requestTimeoutMs: 30_000,
-    retry: { maxRetries: 3, budgetMs: 60_000, ...DEFAULT_BACKOFF },
-    pageSize: 100,
-    log,
-  });
+  const api = benchApi(sandbox);
   const pool = new Pool(sandbox.url, { connections: CONCURRENCY });
   try {
     let round = 0;

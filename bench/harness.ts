@@ -1,3 +1,7 @@
+import { makeLogger, SecretScrubber } from '../src/log.js';
+import { makePartnerApi, type PartnerApi } from '../src/partner-api/client.js';
+import { DEFAULT_BACKOFF } from '../src/partner-api/retryPolicy.js';
+
 /**
  * Benchmarks report ratios against a baseline measured in the same run, on the same machine,
  * so a result means the same on a laptop and on CI: never an absolute time to assert against.
@@ -45,3 +49,16 @@ export function formatResults(results: readonly BenchResult[]): string {
 
 const round = (v: number) =>
   Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 1 ? v.toFixed(2) : v.toPrecision(3);
+
+/** The client every benchmark uses against its sandbox: the shipped defaults, a silent log. */
+export function benchApi(sandbox: { url: string; apiKey: string }, pageSize = 100): PartnerApi {
+  return makePartnerApi({
+    url: sandbox.url,
+    key: sandbox.apiKey,
+    connectTimeoutMs: 5_000,
+    requestTimeoutMs: 30_000,
+    retry: { maxRetries: 3, budgetMs: 60_000, ...DEFAULT_BACKOFF },
+    pageSize,
+    log: makeLogger({ level: 'silent', scrubber: new SecretScrubber() }),
+  });
+}

@@ -6,13 +6,12 @@ import { Pool } from 'undici';
 import { type Db, openDb } from '../src/db/connect.js';
 import { migrate } from '../src/db/migrate.js';
 import { makeLogger, SecretScrubber } from '../src/log.js';
-import { makePartnerApi } from '../src/partner-api/client.js';
 import { DEFAULT_BACKOFF } from '../src/partner-api/retryPolicy.js';
 import { OutboxSender } from '../src/push/events/outboxSender.js';
 import { OutboxService } from '../src/push/events/outboxService.js';
 import { enqueueEvents } from '../src/push/events/outboxSql.js';
 import { startSandbox } from '../src/sandbox/server.js';
-import { type BenchResult, quantile } from './harness.js';
+import { type BenchResult, benchApi, quantile } from './harness.js';
 
 const EVENTS = 5_000;
 const CONCURRENCY = 8;
@@ -38,15 +37,7 @@ const seconds = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e9
 export async function benchOutbox(): Promise<BenchResult> {
   const url = process.env.BENCH_DATABASE_URL || undefined;
   const sandbox = await startSandbox({ port: 0, seed: 5, seedReviews: 0 });
-  const api = makePartnerApi({
-    url: sandbox.url,
-    key: sandbox.apiKey,
-    connectTimeoutMs: 5_000,
-    requestTimeoutMs: 30_000,
-    retry: { maxRetries: 3, budgetMs: 60_000, ...DEFAULT_BACKOFF },
-    pageSize: 100,
-    log,
-  });
+  const api = benchApi(sandbox);
   const pool = new Pool(sandbox.url, { connections: CONCURRENCY });
   const schema = `bench_outbox_${randomBytes(4).toString('hex')}`;
   const db: Db = await openDb({ url, schema, poolMax: CONCURRENCY + 2, dataDir: undefined });

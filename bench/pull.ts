@@ -4,11 +4,9 @@ import { migrate } from '../src/db/migrate.js';
 import { JOB } from '../src/jobs/jobNames.js';
 import { runJob } from '../src/jobs/runner.js';
 import { makeLogger, SecretScrubber } from '../src/log.js';
-import { makePartnerApi, type PartnerApi } from '../src/partner-api/client.js';
-import { DEFAULT_BACKOFF } from '../src/partner-api/retryPolicy.js';
 import { syncReviews } from '../src/pull/syncReviews.js';
 import { startSandbox } from '../src/sandbox/server.js';
-import { type BenchResult, medianSeconds } from './harness.js';
+import { type BenchResult, benchApi, medianSeconds } from './harness.js';
 
 const REVIEWS = 20_000;
 const PAGE_SIZE = 100;
@@ -23,15 +21,7 @@ export async function benchPull(): Promise<BenchResult> {
   const databaseUrl = process.env.BENCH_DATABASE_URL || undefined;
   const log = makeLogger({ level: 'silent', scrubber: new SecretScrubber() });
   const sandbox = await startSandbox({ port: 0, seedReviews: REVIEWS, seed: 1 });
-  const api: PartnerApi = makePartnerApi({
-    url: sandbox.url,
-    key: sandbox.apiKey,
-    connectTimeoutMs: 5_000,
-    requestTimeoutMs: 30_000,
-    retry: { maxRetries: 3, budgetMs: 60_000, ...DEFAULT_BACKOFF },
-    pageSize: PAGE_SIZE,
-    log,
-  });
+  const api = benchApi(sandbox, PAGE_SIZE);
   try {
     let fetched = 0;
     const baseline = await medianSeconds(async () => {

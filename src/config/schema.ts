@@ -63,6 +63,18 @@ function databaseUrlProblem(value: string): string | undefined {
   return undefined;
 }
 
+/** A postgres:// URL. The value holds the password: the messages say what is wrong, never what was given. */
+const databaseUrl = z
+  .string()
+  .trim()
+  .refine((v) => v === '' || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// URL')
+  .refine(
+    (v) => v === '' || databaseUrlProblem(v) === undefined,
+    'must be a valid postgres:// URL (postgres://user:password@host:5432/database, the password percent-encoded)',
+  )
+  .transform((v) => (v === '' ? undefined : v))
+  .optional();
+
 const optionalText = z
   .string()
   .trim()
@@ -82,28 +94,8 @@ export const envSchema = z.object({
     )
     .optional(),
   REVIEWS_API_KEY: optionalText,
-  DATABASE_URL: z
-    .string()
-    .trim()
-    .refine((v) => v === '' || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// URL')
-    .refine(
-      (v) => v === '' || databaseUrlProblem(v) === undefined,
-      // The value holds the password: the message says what is wrong, never what was given.
-      'must be a valid postgres:// URL (postgres://user:password@host:5432/database, the password percent-encoded)',
-    )
-    .transform((v) => (v === '' ? undefined : v))
-    .optional(),
-  DATABASE_LISTEN_URL: z
-    .string()
-    .trim()
-    .refine((v) => v === '' || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// URL')
-    .refine(
-      (v) => v === '' || databaseUrlProblem(v) === undefined,
-      // The value holds the password: the message says what is wrong, never what was given.
-      'must be a valid postgres:// URL (postgres://user:password@host:5432/database, the password percent-encoded)',
-    )
-    .transform((v) => (v === '' ? undefined : v))
-    .optional(),
+  DATABASE_URL: databaseUrl,
+  DATABASE_LISTEN_URL: databaseUrl,
   DB_SCHEMA: identifier.default('review_mirror'),
   DB_POOL_MAX: positiveInt(10),
   DB_STATEMENT_TIMEOUT_SECONDS: seconds(300),

@@ -66,8 +66,12 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Pr
   return new CliProcess(args, env, cwd).exited;
 }
 
-/** Polls `url` until it answers (any status) or `timeoutMs` passes; returns the last response. */
-export async function waitForHttp(url: string, timeoutMs = 15_000): Promise<Response> {
+/**
+ * Polls `url` until it answers (any status) or `timeoutMs` passes; returns the last response. The
+ * bound is generous: a daemon on the embedded database starts in seconds, but two test workers on
+ * two cores can stretch that several times.
+ */
+export async function waitForHttp(url: string, timeoutMs = 45_000): Promise<Response> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {

@@ -7,6 +7,7 @@ import { type Db, openDb } from '../../src/db/connect.js';
 import { CliProcess, cliEnv, runCli, waitForHttp } from '../helpers/cli.js';
 import { daemonSetup } from '../helpers/daemon.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { scrapeMetrics } from '../helpers/metrics.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -98,9 +99,8 @@ describe('the events outbox', () => {
       expect(row).toMatchObject({ state: 'sent', source: 'sql', attempts: 1, platform_status: 'queued' });
       expect(row.platform_event_id).not.toBeNull();
 
-      const metrics = await (await fetch(`http://127.0.0.1:${setup.adminPort}/metrics`)).text();
-      const sample = (name: string) => Number(metrics.match(new RegExp(`^${name} (\\S+)$`, 'm'))?.[1]);
-      expect(sample('review_mirror_events_total\\{outcome="sent"\\}')).toBe(1);
+      const sample = await scrapeMetrics(setup.adminPort);
+      expect(sample('review_mirror_events_total{outcome="sent"}')).toBe(1);
       expect(sample('review_mirror_event_enqueue_to_accepted_seconds_count')).toBe(1);
       expect(sample('review_mirror_outbox_backlog')).toBe(0);
       expect(sample('review_mirror_outbox_oldest_pending_seconds')).toBe(0);

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CliProcess, waitForHttp } from '../helpers/cli.js';
 import { daemonSetup } from '../helpers/daemon.js';
 import { dropSchema } from '../helpers/db.js';
+import { scrapeMetrics } from '../helpers/metrics.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -75,12 +76,11 @@ describe('the CRM inbox of the daemon', () => {
       expect(await posts()).toBe(before);
 
       // What Prometheus sees of the two pushes.
-      const metrics = await (await fetch(`http://127.0.0.1:${setup.adminPort}/metrics`)).text();
-      const sample = (name: string) => Number(metrics.match(new RegExp(`^${name} (\\S+)$`, 'm'))?.[1]);
-      expect(sample('review_mirror_contacts_rows_total\\{outcome="sent_created"\\}')).toBe(100);
-      expect(sample('review_mirror_contacts_rows_total\\{outcome="unchanged"\\}')).toBe(100);
-      expect(sample('review_mirror_contacts_rows_total\\{outcome="rejected"\\}')).toBe(1);
-      expect(sample('review_mirror_contacts_rows_total\\{outcome="failed"\\}')).toBe(0);
+      const sample = await scrapeMetrics(setup.adminPort);
+      expect(sample('review_mirror_contacts_rows_total{outcome="sent_created"}')).toBe(100);
+      expect(sample('review_mirror_contacts_rows_total{outcome="unchanged"}')).toBe(100);
+      expect(sample('review_mirror_contacts_rows_total{outcome="rejected"}')).toBe(1);
+      expect(sample('review_mirror_contacts_rows_total{outcome="failed"}')).toBe(0);
       expect(sample('review_mirror_contacts_push_duration_seconds_count')).toBe(2);
       expect(sample('review_mirror_contacts_push_rows_per_second')).toBeGreaterThan(0);
       expect(sample('review_mirror_contacts_last_success_timestamp_seconds')).toBeGreaterThan(
