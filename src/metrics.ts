@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { VERSION } from './version.js';
 
 /**
  * Every metric the daemon exports, on one registry. Names follow Prometheus conventions: the
@@ -10,6 +11,13 @@ export function makeMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'review_mirror_' });
   const registers = [registry];
+  const buildInfo = new Gauge({
+    name: 'review_mirror_build_info',
+    help: 'Always 1; its labels say which review-mirror and which Node.js run.',
+    labelNames: ['version', 'node'] as const,
+    registers,
+  });
+  buildInfo.set({ version: VERSION, node: process.version }, 1);
   return {
     registry,
     apiRequests: new Counter({
