@@ -112,11 +112,19 @@ async function runDemo(options: DemoOptions): Promise<void> {
     out('Ratings in the mirror (select rating, count(*) from review_mirror.reviews group by rating):');
     for (const row of await countRatings(db.knex, db)) out(`  ${row.rating.padStart(4)}  ${row.count}`);
 
+    out();
+    out('Look around:');
+    out(
+      `  SQL               DATA_DIR=${dataDir} npx review-mirror sql   (psql on this mirror, once the demo has stopped; docs/querying.md)`,
+    );
+    out('  dashboards        config/grafana/review-mirror.json (Prometheus, scraping /metrics above)');
+    out('                    config/grafana/review-mirror-reviews.json (PostgreSQL, the mirror itself)');
+    out('  alert rules       config/prometheus/alerts.yml (runbook: docs/alerts.md)');
     if (options.keepRunning) {
       out();
       out('Running; submit reviews with the sandbox control API (docs/sandbox.md). Ctrl-C stops.');
       await listenForShutdown().received;
-    }
+    } else out('  a live system     npx review-mirror demo --keep-running');
   } finally {
     await daemon?.stop('demo finished');
     await sandbox.close();

@@ -21,6 +21,14 @@ describe('`demo`', () => {
     const again = await runCli(args, cliEnv({}));
     expect(again.code).toBe(0);
     expect(again.stdout).toContain('reviews        302 (');
+    // The SQL prompt it points at opens this very mirror.
+    expect(again.stdout).toContain(`DATA_DIR=${dataDir} npx review-mirror sql`);
+    const sql = await runCli(
+      ['sql', '-c', 'select count(*) as n from reviews'],
+      cliEnv({ DATA_DIR: dataDir }),
+    );
+    expect(sql.code).toBe(0);
+    expect(sql.stdout).toMatch(/^\s*302$/m);
   });
 
   it('never wipes a directory that is not its own', async () => {
