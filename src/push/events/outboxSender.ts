@@ -84,7 +84,7 @@ export class OutboxSender {
       await releaseExpiredClaims(db.knex, db, this.options.policy.unknownOutcome);
       for (;;) {
         if (broken !== undefined) throw broken;
-        if (this.#writeFailure !== undefined) throw this.#writeFailure;
+        if (this.#writeFailure !== undefined) throw this.#takeWriteFailure();
         if (stop?.aborted) break;
         // Claim only what can start soon (a claim is a lease on someone else's patience), and in
         // batches of at least `concurrency`: one claim statement per row would halve throughput.
@@ -123,12 +123,15 @@ export class OutboxSender {
       stopListening();
     }
     if (broken !== undefined) throw broken;
-    if (this.#writeFailure !== undefined) {
-      const failure = this.#writeFailure;
-      this.#writeFailure = undefined;
-      throw failure;
-    }
+    if (this.#writeFailure !== undefined) throw this.#takeWriteFailure();
     return counts;
+  }
+
+  /** A failed outcome write ends this drain only: the next one starts clean (its rows' leases lapse). */
+  #takeWriteFailure(): unknown {
+    const failure = this.#writeFailure;
+    this.#writeFailure = undefined;
+    return failure;
   }
 
   /** Resolves when a send finishes or `stop` fires, leaving no listener behind. */
