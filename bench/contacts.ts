@@ -9,6 +9,7 @@ import { Pool } from 'undici';
 import { loadConfigFile } from '../src/config/configFile.js';
 import { type Db, openDb } from '../src/db/connect.js';
 import { migrate } from '../src/db/migrate.js';
+import { NO_FENCE } from '../src/jobs/lease.js';
 import { makeLogger, SecretScrubber } from '../src/log.js';
 import { type PushContactsOptions, pushContacts } from '../src/push/contacts/pushContacts.js';
 import { startSandbox } from '../src/sandbox/server.js';
@@ -78,7 +79,7 @@ export async function benchContactsDiff(): Promise<BenchResult> {
           file,
           options(true),
           {},
-          { runId: undefined },
+          { runId: undefined, fence: NO_FENCE },
         );
         if (summary.toSend !== DIFF_PEOPLE) throw new Error(`dry run would send ${summary.toSend}`);
       }),
@@ -149,7 +150,7 @@ export async function benchContactsSend(): Promise<BenchResult> {
           file,
           options(false),
           {},
-          { runId: undefined },
+          { runId: undefined, fence: NO_FENCE },
         );
         if (summary.sent !== SEND_PEOPLE) throw new Error(`push sent ${summary.sent}`);
         return Number(process.hrtime.bigint() - start) / 1e9;

@@ -9,6 +9,7 @@ import * as contacts from './007_contacts.js';
 import * as commentsAndViews from './009_comments_and_views.js';
 import * as contactPushStaging from './010_contact_push_staging.js';
 import * as eventsOutbox from './011_events_outbox.js';
+import * as jobLeases from './012_job_leases.js';
 
 export interface Migration {
   readonly name: string;
@@ -27,4 +28,5 @@ export const migrations: readonly Migration[] = [
   { name: '009_comments_and_views', up: commentsAndViews.up },
   { name: '010_contact_push_staging', up: contactPushStaging.up },
   { name: '011_events_outbox', up: eventsOutbox.up },
+  { name: '012_job_leases', up: jobLeases.up },
 ];

@@ -94,7 +94,13 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
 
     // The one place where jobs are registered. Nothing runs before both servers listen, and the
     // scheduler is stopped first: no job starts once shutdown began.
-    const scheduler = new Scheduler({ db, log, metrics, scrubber: ctx.scrubber });
+    const scheduler = new Scheduler({
+      db,
+      log,
+      metrics,
+      scrubber: ctx.scrubber,
+      lease: { seconds: config.jobs.leaseSeconds },
+    });
     const pull = {
       db,
       log,

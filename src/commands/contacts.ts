@@ -4,7 +4,8 @@ import { requireApi } from '../config/schema.js';
 import { type Context, commandAction, withDb } from '../context.js';
 import { migrate } from '../db/migrate.js';
 import { JOB } from '../jobs/jobNames.js';
-import { runJob } from '../jobs/runner.js';
+import { NO_FENCE } from '../jobs/lease.js';
+import { type JobRunInfo, runJob } from '../jobs/runner.js';
 import { makePartnerApi, partnerApiOptions } from '../partner-api/client.js';
 import { type PushSummary, pushContacts } from '../push/contacts/pushContacts.js';
 import { ENCODINGS, type Encoding, type FileFormat } from '../push/readRecords.js';
@@ -71,17 +72,13 @@ async function runPush(ctx: Context, file: string, flags: PushFlags): Promise<vo
         logRetentionDays: ctx.config.contacts.logRetentionDays,
       };
       const deps = { db, api, log: ctx.log, scrubber: ctx.scrubber };
-      const push = async (
-        counts: Record<string, number>,
-        signal?: AbortSignal,
-        run?: { runId: number | undefined },
-      ) => {
+      const push = async (counts: Record<string, number>, signal?: AbortSignal, run?: JobRunInfo) => {
         summary = await pushContacts(
           deps,
           file,
           options,
           counts,
-          run ?? { runId: undefined },
+          run ?? { runId: undefined, fence: NO_FENCE },
           signal,
           progress,
         );
@@ -90,7 +87,7 @@ async function runPush(ctx: Context, file: string, flags: PushFlags): Promise<vo
       if (options.dryRun) await push({}, shutdown.signal);
       else
         await runJob(
-          { db, log: ctx.log, scrubber: ctx.scrubber },
+          { db, log: ctx.log, scrubber: ctx.scrubber, lease: { seconds: ctx.config.jobs.leaseSeconds } },
           { name: JOB.contactsPush, run: push },
           { wait: true, signal: shutdown.signal },
         );

@@ -2,12 +2,12 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { requireApi } from '../config/schema.js';
 import { type Context, commandAction, withDb } from '../context.js';
 import { migrate } from '../db/migrate.js';
+import { REPLICA_ID } from '../jobs/replicaIdentity.js';
 import { makePartnerApi, partnerApiOptions } from '../partner-api/client.js';
 import { DEFAULT_BACKOFF } from '../partner-api/retryPolicy.js';
 import { enqueueEventsFile } from '../push/events/enqueueFile.js';
 import { toNewEvent } from '../push/events/eventInput.js';
 import { OutboxSender } from '../push/events/outboxSender.js';
-import { workerIdentity } from '../push/events/outboxService.js';
 import { enqueueEvents, listEvents, readOutboxStats, resolveEvent } from '../push/events/outboxSql.js';
 import { ENCODINGS, type Encoding } from '../push/readRecords.js';
 import { listenForShutdown } from '../shutdownSignal.js';
@@ -155,7 +155,7 @@ async function flush(ctx: Context): Promise<void> {
       const sender = new OutboxSender(
         { db, api, log: ctx.log, scrubber: ctx.scrubber },
         {
-          worker: workerIdentity(),
+          worker: REPLICA_ID,
           concurrency: events.concurrency,
           ratePerSecond: events.ratePerSecond,
           leaseMs: events.leaseMs,

@@ -51,10 +51,14 @@ async function runSync(
         detailConcurrency: ctx.config.sync.detailConcurrency,
       };
       for (const job of pullJobs(pull, target, options.full)) {
-        const run = await runJob({ db, log: ctx.log, scrubber: ctx.scrubber }, job, {
-          wait: true,
-          signal: stop.signal,
-        });
+        const run = await runJob(
+          { db, log: ctx.log, scrubber: ctx.scrubber, lease: { seconds: ctx.config.jobs.leaseSeconds } },
+          job,
+          {
+            wait: true,
+            signal: stop.signal,
+          },
+        );
         const counts = Object.entries(run.counts)
           .map(([k, v]) => `${k}=${v}`)
           .join(' ');

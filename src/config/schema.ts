@@ -86,6 +86,9 @@ const identifier = z
   .trim()
   .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier (letters, digits, _)');
 
+/** What DATABASE_URL reaches: PostgreSQL itself, or a pooler that hands out connections per transaction. */
+export const DB_POOLERS = ['none', 'transaction'] as const;
+
 export const envSchema = z.object({
   REVIEWS_API_URL: httpUrl
     .refine(
@@ -99,6 +102,12 @@ export const envSchema = z.object({
   DB_SCHEMA: identifier.default('review_mirror'),
   DB_POOL_MAX: positiveInt(10),
   DB_STATEMENT_TIMEOUT_SECONDS: seconds(300),
+  DB_POOLER: z.enum(DB_POOLERS, { error: `must be one of ${DB_POOLERS.join(', ')}` }).default('none'),
+  JOB_LEASE_SECONDS: z.coerce
+    .number({ error: 'must be a number of seconds' })
+    .int('must be a whole number')
+    .min(3, 'must be at least 3')
+    .default(30),
   DATA_DIR: z.string().trim().min(1, 'must not be empty').default('./data'),
   HTTP_PORT: port(8080),
   ADMIN_PORT: port(9464),
@@ -187,6 +196,12 @@ export interface Config {
     readonly poolMax: number;
     /** Longest a statement may run on the server (0: no limit). */
     readonly statementTimeoutMs: number;
+    /** `transaction`: DATABASE_URL is a transaction pooler (PgBouncer), so nothing may rely on a session. */
+    readonly pooler: (typeof DB_POOLERS)[number];
+  };
+  readonly jobs: {
+    /** How long a replica holds an exclusive job's lease without renewing it. */
+    readonly leaseSeconds: number;
   };
   readonly dataDir: string;
   readonly http: { readonly host: string; readonly port: number };
@@ -223,7 +238,10 @@ export interface Config {
     readonly pollMs: number;
     readonly retentionDays: number;
     readonly keyRetentionDays: number;
-    /** A direct connection for LISTEN (a transaction pooler cannot hold one); default DATABASE_URL. */
+    /**
+     * A direct connection for LISTEN: DATABASE_LISTEN_URL, else DATABASE_URL unless that is a
+     * transaction pooler (which cannot hold a LISTEN); undefined: the outbox is polled only.
+     */
     readonly listenUrl: string | undefined;
   };
   readonly webhook: {
@@ -278,7 +296,9 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       schema: e.DB_SCHEMA,
       poolMax: e.DB_POOL_MAX,
       statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_SECONDS * 1000,
+      pooler: e.DB_POOLER,
     },
+    jobs: { leaseSeconds: e.JOB_LEASE_SECONDS },
     dataDir: e.DATA_DIR,
     http: { host: e.HTTP_HOST, port: e.HTTP_PORT },
     admin: { host: e.ADMIN_HOST, port: e.ADMIN_PORT },
@@ -309,7 +329,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       pollMs: e.EVENTS_POLL_SECONDS * 1000,
       retentionDays: e.EVENTS_RETENTION_DAYS,
       keyRetentionDays: e.EVENTS_KEY_RETENTION_DAYS,
-      listenUrl: e.DATABASE_LISTEN_URL ?? e.DATABASE_URL,
+      listenUrl: e.DATABASE_LISTEN_URL ?? (e.DB_POOLER === 'transaction' ? undefined : e.DATABASE_URL),
     },
     webhook: {
       path: e.WEBHOOK_PATH,

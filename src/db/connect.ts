@@ -18,18 +18,8 @@ export interface Db {
   readonly backend: Backend;
   /** Schema-qualified table name for knex (`review_mirror.reviews`): we never rely on search_path. */
   table(name: string): string;
-  /**
-   * Runs `fn` while holding a cluster-wide lock named `key`. On PostgreSQL the lock is a session
-   * advisory lock on a connection of its own, never one a pooler could hand to someone else; the
-   * embedded database belongs to one process already, so there it just runs `fn`.
-   */
-  withLock<T>(key: string, fn: () => Promise<T>): Promise<T>;
-  /** Like `withLock`, but gives up at once when another session holds the lock (a replica skips). */
-  tryWithLock<T>(key: string, fn: () => Promise<T>): Promise<LockAttempt<T>>;
   close(): Promise<void>;
 }
-
-export type LockAttempt<T> = { acquired: true; value: T } | { acquired: false };
 
 export interface DbOptions {
   url: string | undefined;
@@ -39,6 +29,11 @@ export interface DbOptions {
   dataDir: string | undefined;
   /** Longest a statement may run on the server; 0 disables it. */
   statementTimeoutMs?: number;
+  /**
+   * `transaction`: `url` is a transaction pooler. PgBouncer refuses `statement_timeout` as a
+   * startup parameter, so the timeout is then the role's (`ALTER ROLE … SET statement_timeout`).
+   */
+  pooler?: 'none' | 'transaction';
   log?: Logger;
 }
 
@@ -55,6 +50,7 @@ export function dbOptionsFromConfig(config: Config, log?: Logger): DbOptions {
     poolMax: config.db.poolMax,
     dataDir: config.dataDir,
     statementTimeoutMs: config.db.statementTimeoutMs,
+    pooler: config.db.pooler,
     log,
   };
 }
@@ -71,61 +67,22 @@ function knexLog(log: Logger | undefined): Knex.Config['log'] {
 
 export async function openDb(options: DbOptions): Promise<Db> {
   if (options.url !== undefined) {
-    const url = options.url;
-    const log = options.log;
     const bounds = {
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
       keepAlive: true,
       keepAliveInitialDelayMillis: KEEPALIVE_DELAY_MS,
-      ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
+      ...(options.statementTimeoutMs && options.pooler !== 'transaction'
+        ? { statement_timeout: options.statementTimeoutMs }
+        : {}),
     };
     const knex = knexFactory({
       client: 'pg',
-      connection: { connectionString: url, application_name: 'review-mirror', ...bounds },
+      connection: { connectionString: options.url, application_name: 'review-mirror', ...bounds },
       pool: { min: 0, max: options.poolMax },
       acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
-      log: knexLog(log),
+      log: knexLog(options.log),
     });
-    /**
-     * Runs `fn` on a session of its own holding the advisory lock `key` (`wait`: queue for it;
-     * otherwise give up at once). Ending the session releases the lock even when no unlock could
-     * be sent, and a pooler can never hand this session's lock to anyone else.
-     */
-    const lockedSession = async <T>(
-      key: string,
-      wait: boolean,
-      fn: () => Promise<T>,
-    ): Promise<LockAttempt<T>> => {
-      const session = new pg.Client({
-        connectionString: url,
-        application_name: 'review-mirror-lock',
-        ...bounds,
-      });
-      // The server ending this session (a restart, a failover, pg_terminate_backend, a pooler
-      // recycling it) is an 'error' event: unhandled, it would end the whole process. The lock is
-      // gone with the session; the job's own queries fail or finish on the pool.
-      session.on('error', (error) => log?.warn({ key, err: error }, 'lock session lost'));
-      await session.connect();
-      try {
-        if (wait) await session.query('select pg_advisory_lock(hashtextextended($1, 0))', [key]);
-        else {
-          const res = await session.query('select pg_try_advisory_lock(hashtextextended($1, 0)) as ok', [
-            key,
-          ]);
-          if (res.rows[0]?.ok !== true) return { acquired: false };
-        }
-        return { acquired: true, value: await fn() };
-      } finally {
-        await session.end().catch(() => {});
-      }
-    };
-    const withLock = async <T>(key: string, fn: () => Promise<T>): Promise<T> => {
-      const attempt = await lockedSession(key, true, fn);
-      if (!attempt.acquired) throw new Error(`advisory lock ${key} was not granted`);
-      return attempt.value;
-    };
-    const tryWithLock = <T>(key: string, fn: () => Promise<T>) => lockedSession(key, false, fn);
-    return makeDb(knex, options.schema, 'postgres', withLock, async () => knex.destroy(), tryWithLock);
+    return makeDb(knex, options.schema, 'postgres', async () => knex.destroy());
   }
 
   let releaseLock: (() => Promise<void>) | undefined;
@@ -149,35 +106,19 @@ export async function openDb(options: DbOptions): Promise<Db> {
     await releaseLock?.();
     throw error;
   }
-  return makeDb(
-    knex,
-    options.schema,
-    'embedded',
-    (_key, fn) => fn(),
-    async () => {
-      await knex.destroy();
-      await releaseLock?.();
-    },
-    async (_key, fn) => ({ acquired: true, value: await fn() }),
-  );
+  return makeDb(knex, options.schema, 'embedded', async () => {
+    await knex.destroy();
+    await releaseLock?.();
+  });
 }
 
-function makeDb(
-  knex: Knex,
-  schema: string,
-  backend: Backend,
-  withLock: Db['withLock'],
-  close: () => Promise<void>,
-  tryWithLock: Db['tryWithLock'],
-): Db {
+function makeDb(knex: Knex, schema: string, backend: Backend, close: () => Promise<void>): Db {
   let closed: Promise<void> | undefined;
   return {
     knex,
     schema,
     backend,
     table: (name) => `${schema}.${name}`,
-    withLock,
-    tryWithLock,
     close: () => {
       closed ??= close();
       return closed;

@@ -18,14 +18,19 @@ const migratorConfig = (schema: string): Knex.MigratorConfig => ({
 });
 
 /**
- * Brings the schema up to date and returns the names it applied. Concurrent callers (two replicas
- * starting at once) queue on a lock, so the later one finds nothing left to do instead of failing
- * on knex's own migration lock.
+ * Brings the schema up to date and returns the names it applied. Everything, knex's own tables
+ * included, happens in one transaction holding a transaction-level advisory lock: concurrent
+ * callers (replicas starting at once) queue on it and the later ones find nothing left to do. A
+ * session lock would not do: behind a transaction pooler it stays on a server connection that
+ * the pooler hands to the next replica, who then "holds" it too.
  */
 export async function migrate(db: Db): Promise<string[]> {
-  return db.withLock(`review-mirror:migrate:${db.schema}`, async () => {
-    await db.knex.raw('create schema if not exists ??', [db.schema]);
-    const [, applied] = (await db.knex.migrate.latest(migratorConfig(db.schema))) as [number, string[]];
+  return db.knex.transaction(async (trx) => {
+    await trx.raw('select pg_advisory_xact_lock(hashtextextended(?, 0))', [
+      `review-mirror:migrate:${db.schema}`,
+    ]);
+    await trx.raw('create schema if not exists ??', [db.schema]);
+    const [, applied] = (await trx.migrate.latest(migratorConfig(db.schema))) as [number, string[]];
     return applied;
   });
 }

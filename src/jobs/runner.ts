@@ -3,22 +3,28 @@ import { describeError, FatalError } from '../errors.js';
 import type { Logger, SecretScrubber } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { JobName } from './jobNames.js';
+import { type Fence, JobLease, type LeaseSettings, NO_FENCE } from './lease.js';
+import { REPLICA_ID } from './replicaIdentity.js';
 import type { RunCounts } from './runCounts.js';
 import { type ErrorKind, finishRun, startRun } from './syncRunsSql.js';
 
-/** `run.runId`: the job's `sync_runs.id` (undefined when not exclusive), for rows that join it. */
-export type JobBody = (
-  counts: RunCounts,
-  signal?: AbortSignal,
-  run?: { runId: number | undefined },
-) => Promise<void>;
+/**
+ * What a run knows of itself: its `sync_runs.id` (undefined when not exclusive), for rows that
+ * join it, and the fence its checkpoint writes call in their transaction.
+ */
+export interface JobRunInfo {
+  readonly runId: number | undefined;
+  readonly fence: Fence;
+}
+
+export type JobBody = (counts: RunCounts, signal?: AbortSignal, run?: JobRunInfo) => Promise<void>;
 
 /** A job as the runner sees it: its one name, its body, whether it runs on one replica at a time. */
 export interface RunnableJob {
   readonly name: JobName;
   readonly run: JobBody;
   /**
-   * Exclusive jobs (the default) take the job's cluster lock and record every run in `sync_runs`.
+   * Exclusive jobs (the default) run under the job's lease and record every run in `sync_runs`.
    * A job that is not exclusive runs on every replica and records nothing but metrics.
    */
   readonly exclusive?: boolean;
@@ -38,9 +44,13 @@ export interface RunnerDeps {
   readonly metrics?: Pick<Metrics, 'jobRuns' | 'jobDuration' | 'jobRunning' | 'jobLastSuccess'> | undefined;
   /** Error texts come from outside (a platform's error body) and are stored: scrubbed first. */
   readonly scrubber?: SecretScrubber | undefined;
+  /** Whose leases, and for how long; default this process for DEFAULT_LEASE_SECONDS. */
+  readonly lease?: Partial<LeaseSettings> | undefined;
 }
 
-export const jobLockKey = (db: Db, job: string) => `review-mirror:job:${job}:${db.schema}`;
+export const DEFAULT_LEASE_SECONDS = 30;
+/** The CLI queues behind a run of the daemon's at most this long (a long reconcile), then says so. */
+const CLI_LEASE_WAIT_MS = 10 * 60_000;
 
 /**
  * Fatal errors (a bad API key, a contract the platform broke, bad configuration) will fail every
@@ -62,11 +72,11 @@ export function countSkipped(deps: RunnerDeps, job: string, where: 'process' | '
 }
 
 /**
- * Runs one job: under its cluster lock when exclusive (`wait: false`, the daemon: skip when another
+ * Runs one job: under its lease when exclusive (`wait: false`, the daemon: skip when another
  * replica holds it; `wait: true`, the CLI: queue for it), recording the run in `sync_runs` with its
- * counts and, on failure, the scrubbed one-line error and whether it is retryable or fatal. The
- * only place that moves the job metrics. A failure is recorded and counted, then rethrown for the
- * caller to report (the scheduler logs it; the CLI prints its one line).
+ * replica, counts and, on failure, the scrubbed one-line error and whether it is retryable or
+ * fatal. The only place that moves the job metrics. A failure is recorded and counted, then
+ * rethrown for the caller to report (the scheduler logs it; the CLI prints its one line).
  */
 export async function runJob(
   deps: RunnerDeps,
@@ -76,14 +86,18 @@ export async function runJob(
   const { db, log, metrics } = deps;
   const name = job.name;
   const counts: RunCounts = {};
-  const execute = async (): Promise<JobRun> => {
-    const runId = job.exclusive === false ? undefined : await startRun(db.knex, db, name);
+  const settings: LeaseSettings = {
+    holder: deps.lease?.holder ?? REPLICA_ID,
+    seconds: deps.lease?.seconds ?? DEFAULT_LEASE_SECONDS,
+  };
+  const execute = async (lease: JobLease | undefined): Promise<JobRun> => {
+    const runId = lease === undefined ? undefined : await startRun(db.knex, db, name, settings.holder);
     const startedAt = Date.now();
     const endTimer = metrics?.jobDuration.startTimer({ sync_job: name });
     metrics?.jobRunning.set({ sync_job: name }, 1);
     log.info({ job: name }, 'sync job started');
     try {
-      await job.run(counts, options.signal, { runId });
+      await job.run(counts, lease?.signal ?? options.signal, { runId, fence: lease?.fence ?? NO_FENCE });
     } catch (error) {
       const kind = errorKindOf(error);
       const text = deps.scrubber?.scrub(describeError(error)) ?? describeError(error);
@@ -105,14 +119,20 @@ export async function runJob(
     return { job: name, outcome: 'success', counts };
   };
 
-  if (job.exclusive === false) return execute();
-  const key = jobLockKey(db, name);
-  const attempt = await db.tryWithLock(key, execute);
-  if (attempt.acquired) return attempt.value;
-  if (options.wait) {
-    log.info({ job: name }, 'job is running in another process; waiting for it');
-    return db.withLock(key, execute);
+  if (job.exclusive === false) return execute(undefined);
+  const lease = options.wait
+    ? await JobLease.acquire(db, name, settings, log, {
+        signal: options.signal,
+        maxWaitMs: CLI_LEASE_WAIT_MS,
+      })
+    : await JobLease.tryAcquire(db, name, settings, log, options.signal);
+  if (lease === undefined) {
+    countSkipped(deps, name, 'replica');
+    return { job: name, outcome: 'skipped', counts };
   }
-  countSkipped(deps, name, 'replica');
-  return { job: name, outcome: 'skipped', counts };
+  try {
+    return await execute(lease);
+  } finally {
+    await lease.release();
+  }
 }

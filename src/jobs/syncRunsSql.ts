@@ -4,12 +4,15 @@ import type { RunCounts } from './runCounts.js';
 /** How a run that did not succeed failed: worth retrying at the next tick, or not until someone acts. */
 export type ErrorKind = 'retryable' | 'fatal';
 
-/** Starts a `sync_runs` row. Runs of `job` still marked running died with their process: the caller holds the job's lock. */
-export async function startRun(q: Queryable, db: Tables, job: string): Promise<number> {
+/**
+ * Starts a `sync_runs` row for `replica`. Runs of `job` still marked running died with their
+ * process or lost the lease: the caller holds the job's lease now.
+ */
+export async function startRun(q: Queryable, db: Tables, job: string, replica: string): Promise<number> {
   await q(db.table('sync_runs'))
     .where({ job, outcome: 'running' })
     .update({ outcome: 'interrupted', finished_at: q.fn.now() });
-  const [row] = await q(db.table('sync_runs')).insert({ job }).returning('id');
+  const [row] = await q(db.table('sync_runs')).insert({ job, replica }).returning('id');
   return Number(row.id);
 }
 

@@ -11,21 +11,24 @@ export const SYNC_TARGETS = ['reviews', 'locations', 'professionals', 'all'] as 
 export type SyncTarget = (typeof SYNC_TARGETS)[number];
 
 const reviewsJob = (ctx: PullContext) =>
-  ({ name: JOB.reviews, run: (counts, signal) => syncReviews(ctx, counts, signal) }) satisfies RunnableJob;
+  ({
+    name: JOB.reviews,
+    run: (counts, signal, run) => syncReviews(ctx, counts, signal, run?.fence),
+  }) satisfies RunnableJob;
 const reconcileJob = (ctx: PullContext) =>
   ({
     name: JOB.reconcile,
-    run: (counts, signal) => reconcileReviews(ctx, counts, signal),
+    run: (counts, signal, run) => reconcileReviews(ctx, counts, signal, run?.fence),
   }) satisfies RunnableJob;
 const locationsJob = (ctx: PullContext) =>
   ({
     name: JOB.locations,
-    run: (counts, signal) => syncLocations(ctx, counts, signal),
+    run: (counts, signal, run) => syncLocations(ctx, counts, signal, run?.fence),
   }) satisfies RunnableJob;
 const professionalsJob = (ctx: PullContext, full: boolean) =>
   ({
     name: JOB.professionals,
-    run: (counts, signal) => syncProfessionals(ctx, counts, { full }, signal),
+    run: (counts, signal, run) => syncProfessionals(ctx, counts, { full }, signal, run?.fence),
   }) satisfies RunnableJob;
 
 /**

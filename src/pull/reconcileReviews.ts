@@ -1,5 +1,6 @@
 import { readDatabaseNow } from '../db/clockSql.js';
 import { JOB } from '../jobs/jobNames.js';
+import { type Fence, NO_FENCE } from '../jobs/lease.js';
 import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import { markRemovedReviews } from '../mirror/reviewsSql.js';
 import type { PullContext } from './context.js';
@@ -17,6 +18,7 @@ export async function reconcileReviews(
   ctx: PullContext,
   counts: RunCounts,
   signal?: AbortSignal,
+  fence: Fence = NO_FENCE,
 ): Promise<void> {
   const { db, metrics } = ctx;
   const state = await readCheckpoint(db.knex, db, JOB.reconcile);
@@ -30,6 +32,7 @@ export async function reconcileReviews(
       plan,
       state,
       walkStartedAt,
+      fence,
       complete: async (trx, walkNewest) => {
         const removed = await markRemovedReviews(trx, db, walkStartedAt);
         addCount(counts, 'removed', removed);

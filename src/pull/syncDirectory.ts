@@ -1,5 +1,6 @@
 import { readDatabaseNow } from '../db/clockSql.js';
 import { JOB } from '../jobs/jobNames.js';
+import { type Fence, NO_FENCE } from '../jobs/lease.js';
 import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import {
   type DirectoryTable,
@@ -26,6 +27,7 @@ export async function syncLocations(
   ctx: PullContext,
   counts: RunCounts,
   signal?: AbortSignal,
+  fence: Fence = NO_FENCE,
 ): Promise<void> {
   const { db, api } = ctx;
   const startedAt = await readDatabaseNow(db.knex);
@@ -39,7 +41,7 @@ export async function syncLocations(
     read: (slug) => ctx.api.locations.get(slug, signal),
     store: (found) => upsertLocations(db.knex, db, found),
   });
-  addCount(counts, 'removed', await markRemovedDirectory(db.knex, db, 'locations', startedAt));
+  addCount(counts, 'removed', await markRemovedFenced(ctx, 'locations', startedAt, fence));
   ctx.metrics?.lastCompleteWalk.set({ sync_job: JOB.locations }, Date.now() / 1000);
 }
 
@@ -53,6 +55,7 @@ export async function syncProfessionals(
   counts: RunCounts,
   options: { full: boolean },
   signal?: AbortSignal,
+  fence: Fence = NO_FENCE,
 ): Promise<void> {
   const { db, api, log } = ctx;
   const startedAt = await readDatabaseNow(db.knex);
@@ -96,8 +99,21 @@ export async function syncProfessionals(
         found.map((p) => ({ item: p, detail: p })),
       ),
   });
-  addCount(counts, 'removed', await markRemovedDirectory(db.knex, db, 'professionals', startedAt));
+  addCount(counts, 'removed', await markRemovedFenced(ctx, 'professionals', startedAt, fence));
   ctx.metrics?.lastCompleteWalk.set({ sync_job: JOB.professionals }, Date.now() / 1000);
+}
+
+/** Removal is the walk's decision: only the replica still holding the job's lease makes it. */
+function markRemovedFenced(
+  ctx: PullContext,
+  tableName: DirectoryTable,
+  startedAt: Date,
+  fence: Fence,
+): Promise<number> {
+  return ctx.db.knex.transaction(async (trx) => {
+    await fence(trx);
+    return markRemovedDirectory(trx, ctx.db, tableName, startedAt);
+  });
 }
 
 /** The single record, or undefined when its slug no longer names it (renamed or deleted since the listing). */

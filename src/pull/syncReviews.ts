@@ -1,4 +1,5 @@
 import { JOB } from '../jobs/jobNames.js';
+import { type Fence, NO_FENCE } from '../jobs/lease.js';
 import type { RunCounts } from '../jobs/runCounts.js';
 import type { PullContext } from './context.js';
 import { readCheckpoint, writeCheckpoint } from './syncStateSql.js';
@@ -10,7 +11,12 @@ import { walkReviewFeed } from './walkReviewFeed.js';
  * watermark minus the overlap. Only a walk that reaches its end moves the watermark. An
  * unchanged feed costs one request (one page with has_more false).
  */
-export async function syncReviews(ctx: PullContext, counts: RunCounts, signal?: AbortSignal): Promise<void> {
+export async function syncReviews(
+  ctx: PullContext,
+  counts: RunCounts,
+  signal?: AbortSignal,
+  fence: Fence = NO_FENCE,
+): Promise<void> {
   const { db, metrics } = ctx;
   const state = await readCheckpoint(db.knex, db, JOB.reviews);
   const plan = planIncrementalWalk(state, ctx.overlapMs);
@@ -24,6 +30,7 @@ export async function syncReviews(ctx: PullContext, counts: RunCounts, signal?: 
       plan,
       state,
       walkStartedAt,
+      fence,
       complete: async (trx, walkNewest) => {
         watermark = advanceWatermark(state.watermark, walkNewest, walkStartedAt);
         await writeCheckpoint(trx, db, JOB.reviews, { ...EMPTY_CHECKPOINT, watermark });

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import type { Fence } from '../jobs/lease.js';
 import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import { quarantineRecords } from '../mirror/quarantineSql.js';
 import { toReviewRow } from '../mirror/reviewRow.js';
@@ -16,6 +17,8 @@ export interface FeedWalk {
   readonly walkStartedAt: Date;
   /** Runs in the transaction of the last page: moves the watermark, marks removals, clears the walk. */
   readonly complete: (trx: Knex.Transaction, walkNewest: Date | null) => Promise<void>;
+  /** Checked in every page's transaction: a replica that lost the job's lease writes nothing more. */
+  readonly fence: Fence;
 }
 
 /**
@@ -46,6 +49,7 @@ export async function walkReviewFeed(
           // Rows and checkpoint are one transaction, so a server crash can only lose both together
           // (the walk then re-reads those pages): no need to wait for the WAL flush of every page.
           if (db.backend === 'postgres') await trx.raw('set local synchronous_commit = off');
+          await walk.fence(trx);
           const result = await upsertReviews(trx, db, rows, 'feed');
           const quarantined = await quarantineRecords(trx, db, page.rejected ?? [], 'feed');
           if (page.nextCursor === null) await walk.complete(trx, walkNewest);

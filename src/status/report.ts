@@ -1,5 +1,6 @@
 import type { Db } from '../db/connect.js';
 import { pendingMigrations } from '../db/migrate.js';
+import { readLeases } from '../jobs/leaseSql.js';
 import { countQuarantined, type QuarantineCounts } from '../mirror/quarantineSql.js';
 import type { OutboxStats } from '../push/events/outboxSql.js';
 import { alignColumns } from './alignColumns.js';
@@ -18,6 +19,9 @@ export interface JobStatus {
   last_outcome: string | null;
   last_counts: Record<string, number> | null;
   last_error: string | null;
+  /** The replica running the job now, and until when its lease lasts unless renewed; null when none. */
+  held_by: string | null;
+  held_until: string | null;
 }
 
 export interface StatusReport {
@@ -44,6 +48,8 @@ export async function readStatus(db: Db): Promise<StatusReport> {
     return { pending_migrations: pending, jobs: [] };
   }
   const rows = await readJobStatuses(db.knex, db);
+  const leases = (await hasTables(db.knex, db, ['job_leases'])) ? await readLeases(db.knex, db) : [];
+  const held = new Map(leases.filter((l) => l.held).map((l) => [l.job, l]));
   return {
     pending_migrations: pending,
     jobs: rows.map((r) => ({
@@ -55,6 +61,8 @@ export async function readStatus(db: Db): Promise<StatusReport> {
       last_outcome: r.outcome ?? null,
       last_counts: r.counts ?? null,
       last_error: r.error ?? null,
+      held_by: held.get(r.job)?.holder ?? null,
+      held_until: iso(held.get(r.job)?.expiresAt ?? null),
     })),
     webhooks: await readWebhookStatus(db),
     mirror: await readMirrorCounts(db),
@@ -88,6 +96,12 @@ export function formatStatus(report: StatusReport): string {
     j.last_error ?? '',
   ]);
   if (table.length > 0) lines.push(...alignColumns([header, ...table]).map((l) => `  ${l}`));
+  const running = report.jobs.filter((j) => j.held_by !== null);
+  if (running.length > 0) {
+    lines.push('running now (job leases):');
+    const leaseRows = running.map((j) => [j.job, j.held_by ?? '', `until ${j.held_until} unless renewed`]);
+    lines.push(...alignColumns([['job', 'replica', 'lease'], ...leaseRows]).map((l) => `  ${l}`));
+  }
   lines.push(...formatMirrorCounts(report.mirror));
   if (report.quarantine && report.quarantine.records > 0) {
     const last = report.quarantine.last_seen_at;

@@ -5,6 +5,9 @@ import { migrate } from '../../src/db/migrate.js';
 /** The real PostgreSQL server when CI sets it; otherwise tests run on an in-memory embedded database. */
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL || undefined;
 
+/** For the tests about a PostgreSQL server itself (its pooler, its replicas): always the local one. */
+export const POSTGRES_URL = TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
 export function uniqueSchema(prefix = 't'): string {
   return `${prefix}_${randomBytes(6).toString('hex')}`;
 }

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import { RetryableError } from '../../src/errors.js';
-import { jobLockKey, runJob } from '../../src/jobs/runner.js';
+import { JobLease } from '../../src/jobs/lease.js';
+import { runJob } from '../../src/jobs/runner.js';
 import { Scheduler } from '../../src/jobs/scheduler.js';
 import { SecretScrubber } from '../../src/log.js';
 import { makeMetrics } from '../../src/metrics.js';
@@ -68,30 +69,23 @@ describe('the job runner and scheduler', () => {
         ran = true;
       },
     });
-    // Another replica: a session of its own holding the job's cluster lock.
-    const held = gate();
-    const inside = gate();
-    const holder = db.withLock(jobLockKey(db, 'locations'), async () => {
-      inside.open();
-      await held.opened;
-    });
-    await inside.opened;
+    // Another replica holds the job's lease (on either backend: a lease is a row).
+    const other = await JobLease.tryAcquire(
+      db,
+      'locations',
+      { holder: 'other-replica', seconds: 30 },
+      quietLog,
+    );
+    expect(other).toBeDefined();
     await scheduler.trigger('locations');
     const text = await metrics.registry.metrics();
-    held.open();
-    await holder;
+    await other?.release();
     await scheduler.stop(1_000);
-    if (db.backend === 'postgres') {
-      expect(ran).toBe(false);
-      expect(text).toContain(`${runsLine('locations', 'skipped')} 1`);
-      expect(text).not.toContain(runsLine('locations', 'success'));
-      expect(text).not.toContain(lastSuccessLine('locations'));
-      expect(await db.knex(db.table('sync_runs')).where({ job: 'locations' })).toEqual([]);
-    } else {
-      // The embedded database belongs to one process (the data directory lock): no other replica.
-      expect(ran).toBe(true);
-      expect(text).toContain(`${runsLine('locations', 'success')} 1`);
-    }
+    expect(ran).toBe(false);
+    expect(text).toContain(`${runsLine('locations', 'skipped')} 1`);
+    expect(text).not.toContain(runsLine('locations', 'success'));
+    expect(text).not.toContain(lastSuccessLine('locations'));
+    expect(await db.knex(db.table('sync_runs')).where({ job: 'locations' })).toEqual([]);
   });
 
   it('tells retryable from fatal failures, in the run record and the metrics, with the error scrubbed', async () => {

@@ -2,11 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Db, openDb } from '../../src/db/connect.js';
 import { CliProcess, freePort, waitForHttp } from '../helpers/cli.js';
 import { daemonSetup } from '../helpers/daemon.js';
-import { dropSchema, TEST_DATABASE_URL } from '../helpers/db.js';
+import { dropSchema, POSTGRES_URL } from '../helpers/db.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
 
-const POSTGRES = TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const POSTGRES = POSTGRES_URL;
 const EVENTS = 10_000;
 const WRITERS = 8;
 const PER_TRANSACTION = 50;

@@ -4,13 +4,13 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { crmExport } from '../../bench/crmExport.js';
 import { cliEnv, runCli } from '../helpers/cli.js';
-import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { dropSchema, POSTGRES_URL, uniqueSchema } from '../helpers/db.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 
 const PEOPLE = 100_000;
 // The volume is the point here, not the backend: always the PostgreSQL server every machine has
 // (the embedded database is covered by the other push tests).
-const POSTGRES = TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const POSTGRES = POSTGRES_URL;
 
 /**
  * The issue's acceptance case: a 100,000-row export with 0.5% invalid rows and duplicate keys,

@@ -2,6 +2,7 @@ import { mkdir, readdir, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import { JOB } from '../../jobs/jobNames.js';
+import { LeaseLostError, NO_FENCE } from '../../jobs/lease.js';
 import { addCount } from '../../jobs/runCounts.js';
 import type { JobSpec } from '../../jobs/scheduler.js';
 import { enqueueEventsFile } from '../events/enqueueFile.js';
@@ -79,7 +80,7 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
               format: formatOf(name),
             },
             counts,
-            run ?? { runId: undefined },
+            run ?? { runId: undefined, fence: NO_FENCE },
             signal,
           );
           if (summary.failed === 0) destination = 'processed';
@@ -88,7 +89,8 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
             'CRM export pushed',
           );
         } catch (error) {
-          if (signal?.aborted) throw error; // left in place: the next run takes it again
+          // Left in place: the next run (here, or on the replica that took the job over) takes it again.
+          if (signal?.aborted || error instanceof LeaseLostError) throw error;
           deps.log.error({ file: name, err: error }, 'CRM export could not be pushed');
         }
         addCount(counts, `files_${destination}`);

@@ -6,7 +6,9 @@ import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import type { Db } from '../../db/connect.js';
 import { GroupCommit } from '../../db/groupCommit.js';
 import { describeError } from '../../errors.js';
+import type { Fence } from '../../jobs/lease.js';
 import { addCount, type RunCounts } from '../../jobs/runCounts.js';
+import type { JobRunInfo } from '../../jobs/runner.js';
 import type { Logger, SecretScrubber } from '../../log.js';
 import type { Metrics } from '../../metrics.js';
 import type { PartnerApi } from '../../partner-api/client.js';
@@ -94,7 +96,7 @@ export async function pushContacts(
   file: string,
   options: PushContactsOptions,
   counts: RunCounts,
-  run: { runId: number | undefined },
+  run: JobRunInfo,
   signal?: AbortSignal,
   progress?: PushProgress,
 ): Promise<PushSummary> {
@@ -143,7 +145,7 @@ export async function pushContacts(
       await report.close();
     }
     await analyzeStagedContacts(db.knex, db);
-    await sendStaged(deps, pushId, options, summary, pushLog, signal, progress);
+    await sendStaged(deps, pushId, options, summary, pushLog, run.fence, signal, progress);
   } finally {
     // Rows a failed clear leaves are pruned by a later push; the push's own outcome stands.
     await clearStagedContacts(db.knex, db, pushId).catch((error: unknown) =>
@@ -173,6 +175,7 @@ async function sendStaged(
   options: PushContactsOptions,
   summary: PushSummary,
   pushLog: PushLogWriter,
+  fence: Fence,
   signal: AbortSignal | undefined,
   progress: PushProgress | undefined,
 ): Promise<void> {
@@ -254,12 +257,16 @@ async function sendStaged(
         if (options.dryRun) handled++;
         else batch.push({ row, operation });
       }
-      // Recorded as pending before any of them is sent.
-      await recordPending(
-        db.knex,
-        db,
-        batch.map((b) => b.row),
-      );
+      // Recorded as pending before any of them is sent, and only while this replica still holds
+      // the push's lease: after a takeover, the new holder alone sends.
+      await db.knex.transaction(async (trx) => {
+        await fence(trx);
+        await recordPending(
+          trx,
+          db,
+          batch.map((b) => b.row),
+        );
+      });
       for (const { row, operation } of batch) {
         queue
           .add(() => send(row, operation))

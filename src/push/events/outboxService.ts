@@ -1,8 +1,7 @@
-import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../../config/schema.js';
 import { describeError } from '../../errors.js';
+import { REPLICA_ID } from '../../jobs/replicaIdentity.js';
 import type { Metrics } from '../../metrics.js';
 import { DEFAULT_BACKOFF } from '../../partner-api/retryPolicy.js';
 import { OutboxListener } from './outboxListener.js';
@@ -10,11 +9,6 @@ import { OutboxSender, type OutboxSenderDeps } from './outboxSender.js';
 import { pruneOutbox, readOutboxStats } from './outboxSql.js';
 
 const PRUNE_EVERY_MS = 60 * 60 * 1000;
-
-/** This process as an outbox worker: host, pid and a random suffix (pids repeat across containers). */
-export function workerIdentity(): string {
-  return `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
-}
 
 export type OutboxServiceDeps = OutboxSenderDeps & {
   readonly metrics?:
@@ -39,7 +33,7 @@ export class OutboxService {
   constructor(
     private readonly deps: OutboxServiceDeps,
     private readonly config: Config['events'],
-    readonly worker = workerIdentity(),
+    readonly worker = REPLICA_ID,
   ) {
     this.#sender = new OutboxSender(deps, {
       worker,

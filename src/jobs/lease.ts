@@ -1,0 +1,143 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Db } from '../db/connect.js';
+import type { Queryable } from '../db/queryable.js';
+import type { Logger } from '../log.js';
+import { acquireLease, holdsLease, readLeases, releaseLease, renewLease } from './leaseSql.js';
+
+/** A write refused, or a run stopped, because this replica no longer holds the job's lease. */
+export class LeaseLostError extends Error {
+  override readonly name = 'LeaseLostError';
+}
+
+/**
+ * Called in the transaction of each checkpoint write of an exclusive job: throws LeaseLostError
+ * (rolling the transaction back) when another replica has taken the job over meanwhile.
+ */
+export type Fence = (trx: Queryable) => Promise<void>;
+
+/** For runs that hold no lease: a dry run, a job that is not exclusive. */
+export const NO_FENCE: Fence = async () => {};
+
+export interface LeaseSettings {
+  /** This replica, as `job_leases.holder`. */
+  readonly holder: string;
+  readonly seconds: number;
+}
+
+/**
+ * An exclusive job's lease while its run lasts: renewed every third of its period, released at
+ * the end. `signal` aborts when the caller's does or when the lease is lost (another replica took
+ * it over, or it could not be renewed for a whole period), so the run stops instead of working on
+ * for nothing; the fence catches whatever it still tries to write.
+ */
+export class JobLease {
+  readonly #controller = new AbortController();
+  readonly #timer: NodeJS.Timeout;
+  readonly #onCallerAbort: () => void;
+  #renewedAt = Date.now();
+  #renewing = false;
+
+  private constructor(
+    private readonly db: Db,
+    private readonly job: string,
+    readonly token: string,
+    private readonly settings: LeaseSettings,
+    private readonly log: Logger,
+    private readonly caller: AbortSignal | undefined,
+  ) {
+    this.#onCallerAbort = () => this.#controller.abort(caller?.reason);
+    if (caller?.aborted) this.#onCallerAbort();
+    caller?.addEventListener('abort', this.#onCallerAbort, { once: true });
+    this.#timer = setInterval(() => void this.#renew(), (settings.seconds * 1000) / 3);
+    this.#timer.unref();
+  }
+
+  /** Takes `job`'s lease if nobody holds it; undefined when another replica does. */
+  static async tryAcquire(
+    db: Db,
+    job: string,
+    settings: LeaseSettings,
+    log: Logger,
+    signal?: AbortSignal,
+  ): Promise<JobLease | undefined> {
+    const token = await acquireLease(db.knex, db, job, settings.holder, settings.seconds);
+    return token === undefined ? undefined : new JobLease(db, job, token, settings, log, signal);
+  }
+
+  /**
+   * Takes `job`'s lease, waiting (polling, up to `maxWaitMs`) while another replica holds it:
+   * the CLI queues behind the daemon's run instead of skipping.
+   */
+  static async acquire(
+    db: Db,
+    job: string,
+    settings: LeaseSettings,
+    log: Logger,
+    options: { signal?: AbortSignal | undefined; maxWaitMs: number; pollMs?: number },
+  ): Promise<JobLease> {
+    const deadline = Date.now() + options.maxWaitMs;
+    let told = false;
+    for (;;) {
+      const lease = await JobLease.tryAcquire(db, job, settings, log, options.signal);
+      if (lease) return lease;
+      const holder = (await readLeases(db.knex, db)).find((l) => l.job === job);
+      if (Date.now() >= deadline) {
+        throw new Error(
+          `job ${job} is still held by ${holder?.holder ?? 'another replica'} after ${Math.round(options.maxWaitMs / 1000)} s; try again when its run ends`,
+        );
+      }
+      if (!told) {
+        log.info(
+          { job, holder: holder?.holder, until: holder?.expiresAt },
+          'job is running in another process; waiting for it',
+        );
+        told = true;
+      }
+      await sleep(options.pollMs ?? 1000, undefined, { signal: options.signal });
+    }
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  readonly fence: Fence = async (trx) => {
+    if (!(await holdsLease(trx, this.db, this.job, this.token))) {
+      throw new LeaseLostError(`lease of job ${this.job} lost to another replica; this run stops`);
+    }
+  };
+
+  async #renew(): Promise<void> {
+    if (this.#renewing || this.#controller.signal.aborted) return;
+    this.#renewing = true;
+    try {
+      if (await renewLease(this.db.knex, this.db, this.job, this.token, this.settings.seconds)) {
+        this.#renewedAt = Date.now();
+      } else {
+        this.#lose('lease of job taken over by another replica');
+      }
+    } catch (error) {
+      this.log.warn({ job: this.job, err: error }, 'could not renew the job lease');
+      if (Date.now() - this.#renewedAt > this.settings.seconds * 1000) {
+        this.#lose('lease of job not renewed for a whole lease period');
+      }
+    } finally {
+      this.#renewing = false;
+    }
+  }
+
+  #lose(why: string): void {
+    this.log.warn({ job: this.job, token: this.token }, `${why}; stopping its run`);
+    this.#controller.abort(new LeaseLostError(`${why} (${this.job})`));
+  }
+
+  /** Stops renewing and frees the lease for the next run, on any replica. Never throws. */
+  async release(): Promise<void> {
+    clearInterval(this.#timer);
+    this.caller?.removeEventListener('abort', this.#onCallerAbort);
+    await releaseLease(this.db.knex, this.db, this.job, this.token).catch((error: unknown) =>
+      // Not freed: it runs out by itself within one lease period.
+      this.log.warn({ job: this.job, err: error }, 'could not release the job lease'),
+    );
+  }
+}

@@ -1,0 +1,144 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../src/db/connect.js';
+import { JobLease, LeaseLostError } from '../../src/jobs/lease.js';
+import { acquireLease, holdsLease, readLeases, releaseLease, renewLease } from '../../src/jobs/leaseSql.js';
+import { runJob } from '../../src/jobs/runner.js';
+import { freshDb } from '../helpers/db.js';
+import { quietLog } from '../helpers/log.js';
+import { waitFor } from '../helpers/wait.js';
+
+/** Ends `job`'s current lease at once, as if its holder had died a lease period ago. */
+async function expire(db: Db, job: string): Promise<void> {
+  await db
+    .knex(db.table('job_leases'))
+    .where({ job })
+    .update({ expires_at: db.knex.raw("now() - interval '1 second'") });
+}
+
+describe('job leases', () => {
+  let db: Db;
+  beforeAll(async () => {
+    db = await freshDb();
+  });
+  afterAll(async () => db?.close());
+
+  it('grant a job to one holder at a time, with a token that grows at every grant', async () => {
+    const a = await acquireLease(db.knex, db, 'j1', 'replica-a', 30);
+    expect(a).toBe('1');
+    expect(await acquireLease(db.knex, db, 'j1', 'replica-b', 30)).toBeUndefined();
+    // The holder itself cannot take it twice either: one run per job, whoever asks.
+    expect(await acquireLease(db.knex, db, 'j1', 'replica-a', 30)).toBeUndefined();
+    expect(await acquireLease(db.knex, db, 'other-job', 'replica-b', 30)).toBe('1');
+    await releaseLease(db.knex, db, 'j1', a!);
+    const b = await acquireLease(db.knex, db, 'j1', 'replica-b', 30);
+    expect(b).toBe('2');
+    const leases = await readLeases(db.knex, db);
+    expect(leases.find((l) => l.job === 'j1')).toMatchObject({ holder: 'replica-b', token: '2', held: true });
+  });
+
+  it('let a lease that ran out be taken over, after which the old token neither renews nor passes the fence', async () => {
+    const a = await acquireLease(db.knex, db, 'j2', 'replica-a', 30);
+    // Ran out but nobody took it: still the holder's, so its writes and renewals are safe.
+    await expire(db, 'j2');
+    expect(await holdsLease(db.knex, db, 'j2', a!)).toBe(true);
+    expect(await renewLease(db.knex, db, 'j2', a!, 30)).toBe(true);
+    expect(await acquireLease(db.knex, db, 'j2', 'replica-b', 30)).toBeUndefined();
+    await expire(db, 'j2');
+    const b = await acquireLease(db.knex, db, 'j2', 'replica-b', 30);
+    expect(b).toBe('2');
+    expect(await holdsLease(db.knex, db, 'j2', a!)).toBe(false);
+    expect(await renewLease(db.knex, db, 'j2', a!, 30)).toBe(false);
+    // A late release of the old holder frees nothing.
+    await releaseLease(db.knex, db, 'j2', a!);
+    expect((await readLeases(db.knex, db)).find((l) => l.job === 'j2')).toMatchObject({
+      token: '2',
+      held: true,
+    });
+  });
+
+  it('make a takeover wait for a write of the old holder in flight, and then fence the old holder off', async () => {
+    if (db.backend !== 'postgres') return; // one connection: nothing runs concurrently on it
+    const a = await acquireLease(db.knex, db, 'j3', 'replica-a', 30);
+    await expire(db, 'j3');
+    const order: string[] = [];
+    let takeover: Promise<string | undefined> | undefined;
+    await db.knex.transaction(async (trx) => {
+      expect(await holdsLease(trx, db, 'j3', a!)).toBe(true);
+      takeover = acquireLease(db.knex, db, 'j3', 'replica-b', 30).then((t) => {
+        order.push('takeover');
+        return t;
+      });
+      await sleep(300);
+      order.push('old holder commits');
+    });
+    expect(await takeover).toBe('2');
+    expect(order).toEqual(['old holder commits', 'takeover']);
+    expect(await holdsLease(db.knex, db, 'j3', a!)).toBe(false);
+  });
+
+  it('renew a held lease while its run lasts, and abort the run when another replica takes it over', async () => {
+    const lease = await JobLease.tryAcquire(db, 'j4', { holder: 'replica-a', seconds: 3 }, quietLog);
+    expect(lease).toBeDefined();
+    const before = (await readLeases(db.knex, db)).find((l) => l.job === 'j4')!;
+    await sleep(1_500); // past the first renewal (every second)
+    const after = (await readLeases(db.knex, db)).find((l) => l.job === 'j4')!;
+    expect(after.expiresAt.getTime()).toBeGreaterThan(before.expiresAt.getTime());
+    expect(lease!.signal.aborted).toBe(false);
+
+    await expire(db, 'j4');
+    expect(await acquireLease(db.knex, db, 'j4', 'replica-b', 30)).toBe('2');
+    await waitFor(async () => lease!.signal.aborted, 5_000);
+    expect(lease!.signal.reason).toBeInstanceOf(LeaseLostError);
+    await expect(db.knex.transaction((trx) => lease!.fence(trx))).rejects.toBeInstanceOf(LeaseLostError);
+    await lease!.release();
+    expect((await readLeases(db.knex, db)).find((l) => l.job === 'j4')).toMatchObject({
+      holder: 'replica-b',
+      held: true,
+    });
+  });
+
+  it('record which replica ran a job, and fail a run whose lease was taken over at its next fenced write', async () => {
+    const deps = { db, log: quietLog, lease: { holder: 'replica-a', seconds: 30 } };
+    let checkpoints = 0;
+    const run = runJob(
+      deps,
+      {
+        name: 'reviews',
+        run: async (_counts, _signal, info) => {
+          await db.knex.transaction((trx) => info!.fence(trx));
+          checkpoints++;
+          // Meanwhile the lease runs out and another replica takes the job over.
+          await expire(db, 'reviews');
+          await acquireLease(db.knex, db, 'reviews', 'replica-b', 30);
+          await db.knex.transaction((trx) => info!.fence(trx));
+          checkpoints++;
+        },
+      },
+      { wait: false },
+    );
+    await expect(run).rejects.toBeInstanceOf(LeaseLostError);
+    expect(checkpoints).toBe(1);
+    const [row] = await db.knex(db.table('sync_runs')).where({ job: 'reviews' });
+    expect(row).toMatchObject({ replica: 'replica-a', outcome: 'failed', error_kind: 'retryable' });
+    // The new holder's lease is left alone by the old holder's release.
+    expect((await readLeases(db.knex, db)).find((l) => l.job === 'reviews')).toMatchObject({
+      holder: 'replica-b',
+      held: true,
+    });
+  });
+
+  it('make the CLI queue behind a run of another replica, and give up after its bound naming the holder', async () => {
+    const other = await JobLease.tryAcquire(db, 'j5', { holder: 'daemon-x', seconds: 30 }, quietLog);
+    const settings = { holder: 'cli', seconds: 30 };
+    await expect(
+      JobLease.acquire(db, 'j5', settings, quietLog, { maxWaitMs: 300, pollMs: 100 }),
+    ).rejects.toThrow(/job j5 is still held by daemon-x/);
+    const queued = JobLease.acquire(db, 'j5', settings, quietLog, { maxWaitMs: 10_000, pollMs: 100 });
+    await sleep(300);
+    await other!.release();
+    const mine = await queued;
+    expect(mine.token).toBe('2');
+    await mine.release();
+  });
+});
