@@ -1,5 +1,5 @@
 /**
- * The one name of every scheduled job: the scheduler's task, the cluster lock key, `sync_runs.job`,
+ * The one name of every scheduled job: the scheduler's task, the lease (`job_leases.job`), `sync_runs.job`,
  * `sync_state.job`, the `sync_job` metric label and the logs all use it. The stored names key
  * existing rows, so they never change.
  */

@@ -14,7 +14,9 @@ describe('parseConfig', () => {
       schema: 'review_mirror',
       poolMax: 10,
       statementTimeoutMs: 300_000,
+      pooler: 'none',
     });
+    expect(config.jobs.leaseSeconds).toBe(30);
     expect(config.dataDir).toBe('./data');
     expect(config.http.port).toBe(8080);
     expect(config.admin.port).toBe(9464);
@@ -39,6 +41,8 @@ describe('parseConfig', () => {
     [{ DATABASE_URL: 'postgres://u:s3cret%zzpw@host/db' }, 'DATABASE_URL'],
     [{ HTTP_PORT: '9000', ADMIN_PORT: '9000' }, 'HTTP_PORT and ADMIN_PORT'],
     [{ REVIEWS_API_URL: 'https://platform.example.com/api/v1/partner/' }, 'REVIEWS_API_URL'],
+    [{ DB_POOLER: 'session' }, 'DB_POOLER must be one of none, transaction'],
+    [{ JOB_LEASE_SECONDS: '1' }, 'JOB_LEASE_SECONDS must be at least 3'],
   ])('rejects %o naming %s in one line', (env, variable) => {
     expect(() => parseConfig(env)).toThrow(ConfigError);
     try {
@@ -48,6 +52,17 @@ describe('parseConfig', () => {
       expect(message).toContain(variable);
       expect(message).not.toContain('\n');
     }
+  });
+
+  it('never LISTENs through a transaction pooler: only on DATABASE_LISTEN_URL, else the outbox is polled', () => {
+    const pooler = 'postgres://app@pgbouncer:6432/reviews';
+    const direct = 'postgres://app@db:5432/reviews';
+    expect(parseConfig({ DATABASE_URL: direct }).events.listenUrl).toBe(direct);
+    expect(parseConfig({ DATABASE_URL: pooler, DB_POOLER: 'transaction' }).events.listenUrl).toBeUndefined();
+    expect(
+      parseConfig({ DATABASE_URL: pooler, DB_POOLER: 'transaction', DATABASE_LISTEN_URL: direct }).events
+        .listenUrl,
+    ).toBe(direct);
   });
 
   it('never echoes a value in its error, since it may be a secret', () => {

@@ -4,6 +4,7 @@ import type { Db } from '../../src/db/connect.js';
 import { JobLease, LeaseLostError } from '../../src/jobs/lease.js';
 import { acquireLease, holdsLease, readLeases, releaseLease, renewLease } from '../../src/jobs/leaseSql.js';
 import { runJob } from '../../src/jobs/runner.js';
+import { formatStatus, readStatus } from '../../src/status/report.js';
 import { freshDb } from '../helpers/db.js';
 import { quietLog } from '../helpers/log.js';
 import { waitFor } from '../helpers/wait.js';
@@ -140,5 +141,29 @@ describe('job leases', () => {
     const mine = await queued;
     expect(mine.token).toBe('2');
     await mine.release();
+  });
+
+  it('show in status which replica runs which job, and until when its lease lasts', async () => {
+    let during = '';
+    let duringJson: unknown;
+    await runJob(
+      { db, log: quietLog, lease: { holder: 'host-7:4242:beef01', seconds: 30 } },
+      {
+        name: 'locations',
+        run: async () => {
+          const report = await readStatus(db);
+          duringJson = report.jobs.find((j) => j.job === 'locations');
+          during = formatStatus(report);
+        },
+      },
+      { wait: false },
+    );
+    expect(duringJson).toMatchObject({ held_by: 'host-7:4242:beef01', held_until: expect.any(String) });
+    expect(during).toMatch(
+      /running now \(job leases\):\n\s+job\s+replica\s+lease\n\s+locations\s+host-7:4242:beef01\s+until 20\d\d-/,
+    );
+    const after = await readStatus(db);
+    expect(after.jobs.find((j) => j.job === 'locations')).toMatchObject({ held_by: null, held_until: null });
+    expect(formatStatus(after)).not.toContain('host-7:4242:beef01');
   });
 });
