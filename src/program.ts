@@ -7,6 +7,7 @@ import { migrateCommand } from './commands/migrate.js';
 import { runCommand } from './commands/run.js';
 import { sandboxCommand } from './commands/sandbox.js';
 import { sqlCommand } from './commands/sql.js';
+import { stateCommand } from './commands/state.js';
 import { statusCommand } from './commands/status.js';
 import { syncCommand } from './commands/sync.js';
 import { webhooksCommand } from './commands/webhooks.js';
@@ -20,6 +21,7 @@ export function buildProgram(): Command {
   for (const command of [
     migrateCommand(),
     statusCommand(),
+    stateCommand(),
     syncCommand(),
     runCommand(),
     sandboxCommand(),

@@ -4,8 +4,10 @@ import { type Context, commandAction, withDb } from '../context.js';
 import { migrate } from '../db/migrate.js';
 import { runJob } from '../jobs/runner.js';
 import { makePartnerApi, partnerApiOptions } from '../partner-api/client.js';
+import type { BackfillRange } from '../pull/backfillReviews.js';
 import { pullJobs, SYNC_TARGETS, type SyncTarget } from '../pull/jobs.js';
 import { listenForShutdown } from '../shutdownSignal.js';
+import { timeOption } from './timeOption.js';
 
 /** `review-mirror sync <target> [--full]`. */
 export function syncCommand(): Command {
@@ -18,10 +20,31 @@ export function syncCommand(): Command {
       '--full',
       'reviews: walk the whole feed and mark removed reviews; professionals: re-read every record',
     )
+    .option(
+      '--since <time>',
+      'reviews: backfill those created after this ISO 8601 time; the watermark and checkpoint stay',
+      timeOption,
+    )
+    .option(
+      '--until <time>',
+      'reviews: with or without --since, backfill those created up to this time',
+      timeOption,
+    )
     .action(
-      commandAction(async (ctx, target: SyncTarget, opts: { full?: boolean }) =>
-        runSync(ctx, target, { full: opts.full === true }),
-      ),
+      commandAction(async (ctx, target: SyncTarget, opts: { full?: boolean; since?: Date; until?: Date }) => {
+        const backfill = opts.since !== undefined || opts.until !== undefined;
+        if (backfill && target !== 'reviews')
+          throw new Error('sync: --since and --until apply to `sync reviews` only');
+        if (backfill && opts.full)
+          throw new Error('sync: --full reads the whole feed: it takes no --since or --until');
+        if (opts.since && opts.until && opts.until <= opts.since) {
+          throw new Error('sync: --until must be later than --since');
+        }
+        await runSync(ctx, target, {
+          full: opts.full === true,
+          range: backfill ? { since: opts.since, until: opts.until } : undefined,
+        });
+      }),
     );
 }
 
@@ -34,7 +57,7 @@ export function syncCommand(): Command {
 async function runSync(
   ctx: Context,
   target: SyncTarget,
-  options: { full: boolean },
+  options: { full: boolean; range: BackfillRange | undefined },
   out: NodeJS.WritableStream = process.stdout,
 ): Promise<void> {
   requireApi(ctx.config); // a configuration error before any connection is opened
@@ -50,7 +73,7 @@ async function runSync(
         overlapMs: ctx.config.sync.overlapMs,
         detailConcurrency: ctx.config.sync.detailConcurrency,
       };
-      for (const job of pullJobs(pull, target, options.full)) {
+      for (const job of pullJobs(pull, target, options.full, options.range)) {
         const run = await runJob(
           { db, log: ctx.log, scrubber: ctx.scrubber, lease: { seconds: ctx.config.jobs.leaseSeconds } },
           job,

@@ -1,4 +1,4 @@
-import { Command } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { type Context, commandAction, withDb } from '../context.js';
 import type { Db } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
@@ -6,12 +6,14 @@ import { makePartnerApi, type PartnerApi, partnerApiOptions } from '../partner-a
 import { ApiRequestError } from '../partner-api/errors.js';
 import { alignColumns } from '../status/alignColumns.js';
 import { webhookState } from '../webhooks/health.js';
+import { replayInbox } from '../webhooks/replay.js';
 import {
   listStoredWebhooks,
   markWebhookDeleted,
   recordListedWebhooks,
   saveRegistration,
 } from '../webhooks/webhooksSql.js';
+import { timeOption } from './timeOption.js';
 
 /** Opens the API and the (migrated) database for one webhook command. */
 async function withApiAndDb<T>(ctx: Context, fn: (api: PartnerApi, db: Db) => Promise<T>): Promise<T> {
@@ -117,5 +119,42 @@ export function webhooksCommand(): Command {
       }),
     );
 
+  command
+    .command('replay')
+    .description(
+      'apply stored deliveries again to the mirror (after a restore from an older backup); idempotent, no API call',
+    )
+    .addOption(new Option('--id <review-id>', "replay this review's delivery").argParser(reviewId))
+    .addOption(
+      new Option('--since <time>', 'replay deliveries received since this ISO 8601 time')
+        .argParser(timeOption)
+        .conflicts('id'),
+    )
+    .action(
+      commandAction(async (ctx, opts: { id?: string; since?: Date }) => {
+        const summary = await withDb(ctx, async (db) => {
+          await migrate(db);
+          return replayInbox(db, { reviewId: opts.id, since: opts.since });
+        });
+        for (const u of summary.unreadable) {
+          process.stderr.write(`review-mirror: webhook_inbox row ${u.id} no longer parses: ${u.reason}\n`);
+        }
+        process.stdout.write(
+          `replayed ${summary.events} stored deliveries: ${summary.inserted} reviews inserted, ${summary.updated} updated (an older version changes nothing)${summary.unreadable.length > 0 ? `, ${summary.unreadable.length} unreadable` : ''}\n`,
+        );
+        if (opts.id !== undefined && summary.events === 0) {
+          throw new Error(`webhooks replay: no stored delivery for review ${opts.id}`);
+        }
+        if (summary.unreadable.length > 0) process.exitCode = 1;
+      }),
+    );
+
   return command;
+}
+
+function reviewId(value: string): string {
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value)) {
+    throw new InvalidArgumentError('must be a review id (a UUID)');
+  }
+  return value.toLowerCase();
 }

@@ -6,6 +6,7 @@
 export const JOB = {
   reviews: 'reviews',
   reconcile: 'reviews:reconcile',
+  backfill: 'reviews:backfill',
   locations: 'locations',
   professionals: 'professionals',
   webhookHealth: 'webhook-health',

@@ -2,6 +2,7 @@ import type { Config } from '../config/schema.js';
 import { JOB } from '../jobs/jobNames.js';
 import type { RunnableJob } from '../jobs/runner.js';
 import type { JobSpec } from '../jobs/scheduler.js';
+import { type BackfillRange, backfillReviews } from './backfillReviews.js';
 import type { PullContext } from './context.js';
 import { reconcileReviews } from './reconcileReviews.js';
 import { syncLocations, syncProfessionals } from './syncDirectory.js';
@@ -31,12 +32,25 @@ const professionalsJob = (ctx: PullContext, full: boolean) =>
     run: (counts, signal, run) => syncProfessionals(ctx, counts, { full }, signal, run?.fence),
   }) satisfies RunnableJob;
 
+/** A date-range backfill: its own job (and lease), so it runs beside the incremental sync. */
+const backfillJob = (ctx: PullContext, range: BackfillRange) =>
+  ({
+    name: JOB.backfill,
+    run: (counts, signal, run) => backfillReviews(ctx, range, counts, signal, run?.fence),
+  }) satisfies RunnableJob;
+
 /**
- * The jobs behind `sync <target> [--full]`, in order: for reviews `--full` is the reconcile;
- * for professionals it re-reads every single record; locations are always listed whole.
+ * The jobs behind `sync <target> [--full | --since T [--until T]]`, in order: for reviews
+ * `--full` is the reconcile and `--since` a backfill of that range; for professionals `--full`
+ * re-reads every single record; locations are always listed whole.
  */
-export function pullJobs(ctx: PullContext, target: SyncTarget, full: boolean): RunnableJob[] {
-  const reviews = full ? reconcileJob(ctx) : reviewsJob(ctx);
+export function pullJobs(
+  ctx: PullContext,
+  target: SyncTarget,
+  full: boolean,
+  range?: BackfillRange,
+): RunnableJob[] {
+  const reviews = range ? backfillJob(ctx, range) : full ? reconcileJob(ctx) : reviewsJob(ctx);
   switch (target) {
     case 'reviews':
       return [reviews];

@@ -34,3 +34,8 @@ export async function writeCheckpoint(
     .onConflict('job')
     .merge();
 }
+
+/** Forgets `job`'s watermark and walk: its next run starts from the beginning of the feed. */
+export async function deleteCheckpoint(q: Queryable, db: Tables, job: string): Promise<void> {
+  await q(db.table('sync_state')).where({ job }).del();
+}

@@ -19,6 +19,11 @@ export interface FeedWalk {
   readonly complete: (trx: Knex.Transaction, walkNewest: Date | null) => Promise<void>;
   /** Checked in every page's transaction: a replica that lost the job's lease writes nothing more. */
   readonly fence: Fence;
+  /**
+   * A backfill keeps no checkpoint (a stopped one is run again whole), and reviews created after
+   * its `until` are read past (the feed has no upper bound) but not written.
+   */
+  readonly backfill?: { readonly until: Date | undefined };
 }
 
 /**
@@ -43,7 +48,12 @@ export async function walkReviewFeed(
       for await (const page of api.reviews.pages(walk.plan.since, cursor, signal)) {
         pagesThisTry++;
         newest = newestCreatedAt(newest, page.items);
-        const rows = page.items.map((r) => toReviewRow(r, page.receivedAt));
+        const until = walk.backfill?.until?.getTime();
+        const inRange =
+          until === undefined ? page.items : page.items.filter((r) => Date.parse(r.created_at) <= until);
+        if (inRange.length < page.items.length)
+          addCount(counts, 'after_until', page.items.length - inRange.length);
+        const rows = inRange.map((r) => toReviewRow(r, page.receivedAt));
         const walkNewest = newest;
         const written = await db.knex.transaction(async (trx) => {
           // Rows and checkpoint are one transaction, so a server crash can only lose both together
@@ -53,7 +63,7 @@ export async function walkReviewFeed(
           const result = await upsertReviews(trx, db, rows, 'feed');
           const quarantined = await quarantineRecords(trx, db, page.rejected ?? [], 'feed');
           if (page.nextCursor === null) await walk.complete(trx, walkNewest);
-          else
+          else if (walk.backfill === undefined)
             await writeCheckpoint(trx, db, walk.job, {
               watermark: walk.state.watermark,
               cursor: page.nextCursor,
@@ -73,7 +83,7 @@ export async function walkReviewFeed(
         if (page.rejected?.length) addCount(counts, 'quarantined', page.rejected.length);
         metrics?.reviewsQuarantined.inc(written.quarantined);
         addCount(counts, 'pages');
-        addCount(counts, 'fetched', rows.length);
+        addCount(counts, 'fetched', page.items.length);
         addCount(counts, 'inserted', written.inserted);
         addCount(counts, 'updated', written.updated);
         metrics?.reviewsUpserted.inc({ source: 'feed', outcome: 'inserted' }, written.inserted);

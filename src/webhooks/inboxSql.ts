@@ -70,3 +70,35 @@ export async function storeDeliveries(
     });
   });
 }
+
+/** A stored delivery, as `webhooks replay` reads it back. */
+export interface InboxRow {
+  readonly id: string;
+  readonly review_id: string;
+  readonly event_at: Date;
+  readonly body: string;
+}
+
+/** Which stored deliveries to replay: one review's, or those received since a time; none: all. */
+export interface InboxFilter {
+  readonly reviewId?: string | undefined;
+  readonly since?: Date | undefined;
+}
+
+/** The next `limit` stored deliveries after inbox row `afterId`, in the order they arrived. */
+export async function readInboxPage(
+  q: Queryable,
+  db: Tables,
+  filter: InboxFilter,
+  afterId: string,
+  limit: number,
+): Promise<InboxRow[]> {
+  const query = q(db.table('webhook_inbox'))
+    .select('id', 'review_id', 'event_at', 'body')
+    .where('id', '>', afterId)
+    .orderBy('id')
+    .limit(limit);
+  if (filter.reviewId !== undefined) query.where({ review_id: filter.reviewId });
+  if (filter.since !== undefined) query.where('received_at', '>=', filter.since);
+  return query;
+}
