@@ -81,7 +81,11 @@ describe('operator tools', () => {
     );
     expect(backfill.stderr).toBe('');
     expect(backfill.code).toBe(0);
-    expect(backfill.stdout).toMatch(/^reviews:backfill: success .*fetched=16 .*after_until=10/m);
+    // Days 5 to 20 read; days 10 (at noon) to 20 are after --until; the five lost days are back.
+    expect(backfill.stdout).toMatch(/^reviews:backfill: success /);
+    expect(backfill.stdout).toContain(' fetched=16 ');
+    expect(backfill.stdout).toContain('after_until=11 ');
+    expect(backfill.stdout).toContain(' inserted=5 updated=0');
     await withMirror(async (db) => {
       const all = await comments(db);
       expect(all).toEqual(expect.arrayContaining(['day 5', 'day 6', 'day 7', 'day 8', 'day 9']));
