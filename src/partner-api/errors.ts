@@ -34,12 +34,15 @@ export class ApiUnavailableError extends RetryableError {
 }
 
 /** 401/403: nothing will work until the operator fixes the key. */
+/** How an ApiAuthError's text begins: `status` finds refused keys in `sync_runs.error` by it. */
+export const API_KEY_REFUSED = 'the API key is missing, invalid or inactive';
+
 export class ApiAuthError extends FatalError {
   override readonly name = 'ApiAuthError';
   readonly route: string;
   readonly status: number;
   constructor(details: ApiErrorDetails & { status: number }) {
-    super(`the API key is missing, invalid or inactive (${details.route} answered ${details.status})`, {
+    super(`${API_KEY_REFUSED} (${details.route} answered ${details.status})`, {
       cause: details.cause,
     });
     this.route = details.route;

@@ -1,5 +1,6 @@
 import type { Db } from '../db/connect.js';
 import { pendingMigrations } from '../db/migrate.js';
+import { JOB } from '../jobs/jobNames.js';
 import { readLeases } from '../jobs/leaseSql.js';
 import { countQuarantined, type QuarantineCounts } from '../mirror/quarantineSql.js';
 import type { OutboxStats } from '../push/events/outboxSql.js';
@@ -7,7 +8,7 @@ import { alignColumns } from './alignColumns.js';
 import { type ContactsStatus, formatContactsStatus, readContactsStatus } from './contactPushes.js';
 import { formatMirrorCounts, type MirrorCounts, readMirrorCounts } from './mirrorCounts.js';
 import { formatOutboxStatus, readOutboxStatus } from './outboxStatus.js';
-import { hasTables, readJobStatuses } from './statusSql.js';
+import { hasTables, readApiKeyState, readJobStatuses } from './statusSql.js';
 import { formatWebhookStatus, readWebhookStatus, type WebhookStatus } from './webhookStatus.js';
 
 export interface JobStatus {
@@ -27,6 +28,11 @@ export interface JobStatus {
 export interface StatusReport {
   pending_migrations: string[];
   jobs: JobStatus[];
+  /**
+   * The platform's side, deliberately not in /readyz: whether the API key was accepted at the last
+   * attempt (null: the platform was not reached then), and when; null before any run.
+   */
+  platform?: { api_key_accepted: boolean | null; checked_at: string | null } | null;
   /** Known webhooks, their health and the webhook miss rate; null before migrations. */
   webhooks?: WebhookStatus | null;
   /** Row counts of reviews (total, removed, by source), locations and professionals; null before migrations. */
@@ -39,6 +45,16 @@ export interface StatusReport {
   outbox?: OutboxStats | null;
 }
 
+/** The jobs whose every run calls the platform's API first (a contacts run may read no file). */
+const API_JOBS = [
+  JOB.reviews,
+  JOB.reconcile,
+  JOB.backfill,
+  JOB.locations,
+  JOB.professionals,
+  JOB.webhookHealth,
+];
+
 const iso = (v: Date | string | null): string | null => (v === null ? null : new Date(v).toISOString());
 
 /** Per job: its checkpoint and its latest run. */
@@ -50,6 +66,7 @@ export async function readStatus(db: Db): Promise<StatusReport> {
   const rows = await readJobStatuses(db.knex, db);
   const leases = (await hasTables(db.knex, db, ['job_leases'])) ? await readLeases(db.knex, db) : [];
   const held = new Map(leases.filter((l) => l.held).map((l) => [l.job, l]));
+  const key = await readApiKeyState(db.knex, db, API_JOBS);
   return {
     pending_migrations: pending,
     jobs: rows.map((r) => ({
@@ -64,6 +81,7 @@ export async function readStatus(db: Db): Promise<StatusReport> {
       held_by: held.get(r.job)?.holder ?? null,
       held_until: iso(held.get(r.job)?.expiresAt ?? null),
     })),
+    platform: key === undefined ? null : { api_key_accepted: key.accepted, checked_at: iso(key.at) },
     webhooks: await readWebhookStatus(db),
     mirror: await readMirrorCounts(db),
     quarantine: (await hasTables(db.knex, db, ['review_quarantine']))
@@ -101,6 +119,11 @@ export function formatStatus(report: StatusReport): string {
     lines.push('running now (job leases):');
     const leaseRows = running.map((j) => [j.job, j.held_by ?? '', `until ${j.held_until} unless renewed`]);
     lines.push(...alignColumns([['job', 'replica', 'lease'], ...leaseRows]).map((l) => `  ${l}`));
+  }
+  if (report.platform) {
+    const { api_key_accepted: accepted, checked_at: at } = report.platform;
+    const verdict = accepted === true ? 'accepted' : accepted === false ? 'REFUSED' : 'not reached';
+    lines.push(`platform: API key ${verdict} at the last attempt (${at ?? '-'})`);
   }
   lines.push(...formatMirrorCounts(report.mirror));
   if (report.quarantine && report.quarantine.records > 0) {

@@ -1,4 +1,5 @@
 import type { Queryable, Tables } from '../db/queryable.js';
+import { API_KEY_REFUSED } from '../partner-api/errors.js';
 
 /**
  * The reads behind `status` that span tables owned elsewhere (`sync_state` with `sync_runs`), and
@@ -48,6 +49,26 @@ export async function readJobStatuses(q: Queryable, db: Tables): Promise<JobStat
     .from({ s: db.table('sync_state') })
     .fullOuterJoin({ l: 'latest' }, 's.job', 'l.job')
     .orderBy('job');
+}
+
+/**
+ * Whether the platform accepted the API key at the last attempt: the latest finished run of a job
+ * in `jobs` (those that call the API) succeeded (true), was refused the key (false), or failed
+ * otherwise (null: the platform was not reached, so nothing is known). Undefined before any run.
+ */
+export async function readApiKeyState(
+  q: Queryable,
+  db: Tables,
+  jobs: readonly string[],
+): Promise<{ accepted: boolean | null; at: Date } | undefined> {
+  const last = await q(db.table('sync_runs'))
+    .whereIn('job', jobs)
+    .whereIn('outcome', ['success', 'failed'])
+    .orderBy('finished_at', 'desc')
+    .first('outcome', 'error', 'finished_at');
+  if (last === undefined) return undefined;
+  const refused = typeof last.error === 'string' && last.error.startsWith(API_KEY_REFUSED);
+  return { accepted: last.outcome === 'success' ? true : refused ? false : null, at: last.finished_at };
 }
 
 /** The outcome of the latest run of `job` that is no longer running; undefined before one ends. */

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Db, openDb } from '../../src/db/connect.js';
 import { parseEvent } from '../../src/webhooks/event.js';
 import { storeDeliveries } from '../../src/webhooks/inboxSql.js';
-import { CLI, cliEnv, runCli } from '../helpers/cli.js';
+import { CLI, cliEnv, freePort, runCli } from '../helpers/cli.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { makeReview } from '../webhooks/helpers.js';
@@ -243,5 +243,26 @@ describe('operator tools', () => {
     const both = await runCli(['webhooks', 'replay', '--id', early.id, '--since', since], env);
     expect(both.code).not.toBe(0);
     expect(both.stderr).toContain("option '--since <time>' cannot be used with option '--id <review-id>'");
+  });
+
+  it('says in status whether the platform accepted the API key at the last attempt (never in /readyz)', async () => {
+    const platform = async () => JSON.parse((await runCli(['status', '--json'], env)).stdout).platform;
+    expect(await platform()).toMatchObject({ api_key_accepted: true });
+
+    await sandbox.control.deactivateKey(sandbox.apiKey);
+    expect((await runCli(['sync', 'locations'], env)).code).toBe(1);
+    expect(await platform()).toMatchObject({ api_key_accepted: false, checked_at: expect.any(String) });
+    expect((await runCli(['status'], env)).stdout).toContain('platform: API key REFUSED at the last attempt');
+
+    // The platform not reached: nothing is known of the key.
+    const down = { ...env, REVIEWS_API_URL: `http://127.0.0.1:${await freePort()}`, API_MAX_RETRIES: '0' };
+    expect((await runCli(['sync', 'locations'], down)).code).toBe(1);
+    expect(await platform()).toMatchObject({ api_key_accepted: null });
+
+    await sandbox.control.activateKey(sandbox.apiKey);
+    expect((await runCli(['sync', 'locations'], env)).code).toBe(0);
+    expect((await runCli(['status'], env)).stdout).toContain(
+      'platform: API key accepted at the last attempt',
+    );
   });
 });
