@@ -4,6 +4,7 @@ import { demoCommand } from './commands/demo.js';
 import { eventsCommand } from './commands/events.js';
 import { grantReaderCommand } from './commands/grantReader.js';
 import { migrateCommand } from './commands/migrate.js';
+import { provisionCommand } from './commands/provision.js';
 import { runCommand } from './commands/run.js';
 import { sandboxCommand } from './commands/sandbox.js';
 import { sqlCommand } from './commands/sql.js';
@@ -28,6 +29,7 @@ export function buildProgram(): Command {
     webhooksCommand(),
     contactsCommand(),
     eventsCommand(),
+    provisionCommand(),
     demoCommand(),
     grantReaderCommand(),
     sqlCommand(),

@@ -150,6 +150,7 @@ export const envSchema = z.object({
   EVENTS_POLL_SECONDS: seconds(5),
   EVENTS_RETENTION_DAYS: positiveInt(7),
   EVENTS_KEY_RETENTION_DAYS: positiveInt(400),
+  PROVISION_WAIT_SECONDS: seconds(60),
 
   WEBHOOK_PATH: z.string().trim().startsWith('/', 'must start with /').default('/webhooks/review-created'),
   WEBHOOK_SECRETS: z
@@ -244,6 +245,10 @@ export interface Config {
      */
     readonly listenUrl: string | undefined;
   };
+  readonly provision: {
+    /** How long `provision` waits for new records' survey URLs. */
+    readonly waitMs: number;
+  };
   readonly webhook: {
     readonly path: string;
     /** Secrets from the environment; secrets stored by `webhooks register` are added at run time. */
@@ -331,6 +336,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       keyRetentionDays: e.EVENTS_KEY_RETENTION_DAYS,
       listenUrl: e.DATABASE_LISTEN_URL ?? (e.DB_POOLER === 'transaction' ? undefined : e.DATABASE_URL),
     },
+    provision: { waitMs: e.PROVISION_WAIT_SECONDS * 1000 },
     webhook: {
       path: e.WEBHOOK_PATH,
       secrets: e.WEBHOOK_SECRETS,

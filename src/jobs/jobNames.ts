@@ -12,6 +12,7 @@ export const JOB = {
   webhookHealth: 'webhook-health',
   contactsPush: 'contacts:push',
   contactsInbox: 'contacts:inbox',
+  provision: 'provision',
 } as const;
 
 export type JobName = (typeof JOB)[keyof typeof JOB];

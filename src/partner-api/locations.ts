@@ -8,6 +8,23 @@ export interface LocationsApi {
   /** The active (or the inactive) locations from `cursor` (null: the first page). */
   pages(active: boolean, cursor: string | null, signal?: AbortSignal): AsyncGenerator<Page<Location>>;
   get(slug: string, signal?: AbortSignal): Promise<Location>;
+  /**
+   * Creates a location (spec 4.4). Never retried by the transport: a lost answer is resolved by
+   * the caller reading the slug back, not by sending the request again.
+   */
+  create(body: NewLocation, signal?: AbortSignal): Promise<Location>;
+}
+
+/** The body of POST /locations, in the API's own field names. */
+export interface NewLocation {
+  readonly name: string;
+  readonly slug: string;
+  readonly address_1?: string | undefined;
+  readonly address_2?: string | undefined;
+  readonly city?: string | undefined;
+  readonly state?: string | undefined;
+  readonly zip?: string | undefined;
+  readonly active?: boolean | undefined;
 }
 
 export function makeLocationsApi(http: HttpClient, options: ResourceOptions): LocationsApi {
@@ -27,5 +44,7 @@ export function makeLocationsApi(http: HttpClient, options: ResourceOptions): Lo
         schema: locationSchema,
         signal,
       }),
+    create: (body, signal) =>
+      http.request('POST', '/locations', { body, schema: locationSchema, idempotent: false, signal }),
   };
 }

@@ -18,6 +18,21 @@ export interface ProfessionalsApi {
   ): AsyncGenerator<Page<ProfessionalListItem>>;
   /** The single read: the only response carrying `location_id`. */
   get(slug: string, signal?: AbortSignal): Promise<Professional>;
+  /**
+   * Creates a professional (spec 4.5), which emails an invite to a real person. Never retried by
+   * the transport: a lost answer is resolved by the caller reading the slug back.
+   */
+  create(body: NewProfessional, signal?: AbortSignal): Promise<Professional>;
+}
+
+/** The body of POST /professionals, in the API's own field names. */
+export interface NewProfessional {
+  readonly first_name: string;
+  readonly last_name: string;
+  readonly email: string;
+  readonly slug: string;
+  readonly location_id?: number | undefined;
+  readonly active?: boolean | undefined;
 }
 
 export function makeProfessionalsApi(http: HttpClient, options: ResourceOptions): ProfessionalsApi {
@@ -37,5 +52,7 @@ export function makeProfessionalsApi(http: HttpClient, options: ResourceOptions)
         schema: professionalSchema,
         signal,
       }),
+    create: (body, signal) =>
+      http.request('POST', '/professionals', { body, schema: professionalSchema, idempotent: false, signal }),
   };
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { slugify } from '../slugify.js';
 import { ContactIndex } from './contactIndex.js';
 import { type Keyed, NewestFirst } from './keyset.js';
 import { makeRandom, type Random, randomHex, reviewNumber } from './random.js';
@@ -219,19 +220,6 @@ export interface StoreOptions {
 export const PUBLIC_SITE = 'https://reviews.sandbox.test';
 
 export const SLUG_PATTERN = /^[a-z0-9-]+$/;
-
-/** Lower-case ASCII words joined by hyphens; accents are folded, everything else dropped. */
-export function slugify(text: string, fallback: string): string {
-  const slug = text
-    .normalize('NFKD')
-    .replace(/[\u0300-\u036f]/g, '')
-    .toLowerCase()
-    .replace(/[^a-z0-9]+/g, '-')
-    .replace(/^-+|-+$/g, '')
-    .slice(0, 60)
-    .replace(/-+$/, '');
-  return slug === '' ? fallback : slug;
-}
 
 /** `base`, else `base-2`, `base-3`, ...: the first not already taken. */
 export function uniqueSlug(base: string, taken: (slug: string) => boolean): string {

@@ -12,7 +12,8 @@ import { parseLimit, parseSince } from '../../src/sandbox/partnerRoutes.js';
 import { makeRandom, reviewNumber, seededUuid } from '../../src/sandbox/random.js';
 import { seededReviews } from '../../src/sandbox/seed.js';
 import type { ContactRecord } from '../../src/sandbox/store.js';
-import { Store, slugify, uniqueSlug } from '../../src/sandbox/store.js';
+import { Store, uniqueSlug } from '../../src/sandbox/store.js';
+import { slugify } from '../../src/slugify.js';
 
 describe('cursor codec', () => {
   it('round-trips a review position with its since', () => {

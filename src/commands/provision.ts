@@ -1,0 +1,77 @@
+import { readFile } from 'node:fs/promises';
+import { Command } from 'commander';
+import { requireApi } from '../config/schema.js';
+import { commandAction, withDb } from '../context.js';
+import { migrate } from '../db/migrate.js';
+import { JOB } from '../jobs/jobNames.js';
+import { runJob } from '../jobs/runner.js';
+import { makePartnerApi, partnerApiOptions } from '../partner-api/client.js';
+import { type ProvisionResult, provision } from '../push/provision/provision.js';
+import { parseProvisionFile } from '../push/provision/provisionFile.js';
+import { formatProvisionReport, writeProvisionReport } from '../push/provision/provisionReport.js';
+import { listenForShutdown } from '../shutdownSignal.js';
+
+/** Requests in flight at once: a file holds tens of records, not thousands. */
+const CONCURRENCY = 4;
+
+/** `review-mirror provision FILE [--dry-run] [--no-wait] [--report FILE]`. */
+export function provisionCommand(): Command {
+  return new Command('provision')
+    .description(
+      'create the locations and professionals of a YAML or JSON file on the platform, each once, and print their survey URLs',
+    )
+    .argument(
+      '<file>',
+      '{locations: [...], professionals: [...]} with the API field names (see docs/push.md)',
+    )
+    .option('--dry-run', 'print what would be created and check the locations referenced; send no POST')
+    .option('--no-wait', "do not wait for new records' survey URLs")
+    .option('--report <file>', 'also write the report: JSON if FILE ends in .json, CSV otherwise')
+    .action(
+      commandAction(async (ctx, file: string, opts: { dryRun?: boolean; wait: boolean; report?: string }) => {
+        requireApi(ctx.config);
+        // A file that cannot be read or is not shaped right stops here, before any request.
+        const plan = parseProvisionFile(await readFile(file, 'utf8'));
+        const api = makePartnerApi(partnerApiOptions(ctx.config, ctx.log));
+        const shutdown = listenForShutdown();
+        let results: ProvisionResult[] = [];
+        try {
+          await withDb(ctx, async (db) => {
+            await migrate(db);
+            const options = {
+              dryRun: opts.dryRun === true,
+              waitMs: opts.wait ? ctx.config.provision.waitMs : 0,
+              concurrency: CONCURRENCY,
+            };
+            const run = async (counts: Record<string, number>, signal?: AbortSignal) => {
+              results = await provision({ db, api, log: ctx.log }, plan, options, counts, signal);
+            };
+            // Two provisioning runs never interleave: each record's read-then-create is one at a time.
+            if (options.dryRun) await run({}, shutdown.signal);
+            else
+              await runJob(
+                {
+                  db,
+                  log: ctx.log,
+                  scrubber: ctx.scrubber,
+                  lease: { seconds: ctx.config.jobs.leaseSeconds },
+                },
+                { name: JOB.provision, run },
+                { wait: true, signal: shutdown.signal },
+              );
+          });
+        } finally {
+          shutdown.dispose();
+          await api.close();
+        }
+        // Errors are the platform's texts: scrubbed again before they are printed or written.
+        const report = results.map((r) => ({
+          ...r,
+          error: r.error === null ? null : ctx.scrubber.scrub(r.error),
+        }));
+        process.stdout.write(`${formatProvisionReport(report).join('\n')}\n`);
+        if (opts.report !== undefined) await writeProvisionReport(opts.report, report);
+        if (results.some((r) => r.outcome === 'failed')) process.exitCode = 1;
+      }),
+    );
+}

@@ -1,0 +1,71 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describeError } from '../../errors.js';
+import { ApiAuthError, ApiRequestError } from '../../partner-api/errors.js';
+import { backoffDelayMs, DEFAULT_BACKOFF } from '../../partner-api/retryPolicy.js';
+
+/** Attempts at a create whose earlier answers were lost and whose record was not found after. */
+const MAX_ATTEMPTS = 4;
+
+export type CreateOutcome<T> =
+  | { readonly record: T; readonly created: boolean }
+  | { readonly error: string; readonly status?: number };
+
+/**
+ * Reads `slug` back: the record, or undefined on 404. Other failures throw (the transport has
+ * already retried the GET), and then nobody can tell whether the record exists.
+ */
+export async function readIfExists<T>(read: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await read();
+  } catch (error) {
+    if (error instanceof ApiRequestError && error.status === 404) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * Creates a record once, by its slug. A POST whose answer was lost (a timeout, a 5xx, a body cut
+ * short) is never sent blindly again: the slug is read back first, and only a record not found
+ * is asked for again, after a backoff. The platform keeps slugs (and professionals' emails)
+ * unique, so a request that landed late is refused, not doubled; a refusal that follows a lost
+ * answer is checked against the slug once more, since it may be our own earlier request.
+ */
+export async function createOnce<T>(
+  create: () => Promise<T>,
+  readBack: () => Promise<T | undefined>,
+  options: { signal?: AbortSignal | undefined; random?: () => number },
+): Promise<CreateOutcome<T>> {
+  let uncertain: unknown;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return { record: await create(), created: true };
+    } catch (error) {
+      if (error instanceof ApiAuthError || options.signal?.aborted) throw error;
+      if (error instanceof ApiRequestError) {
+        if (uncertain !== undefined) {
+          const landed = await readBack();
+          if (landed !== undefined) return { record: landed, created: true };
+        }
+        return { error: error.platformError, status: error.status };
+      }
+      uncertain = error;
+    }
+    let landed: T | undefined;
+    try {
+      landed = await readBack();
+    } catch (error) {
+      if (error instanceof ApiAuthError) throw error;
+      return {
+        error: `the create's answer was lost (${describeError(uncertain)}) and reading its slug back failed too (${describeError(error)}); not sent again: the next run finds it if it was created`,
+      };
+    }
+    if (landed !== undefined) return { record: landed, created: true };
+    if (attempt >= MAX_ATTEMPTS) {
+      return { error: `not created after ${attempt} attempts: ${describeError(uncertain)}` };
+    }
+    const retry = { maxRetries: MAX_ATTEMPTS, budgetMs: Number.POSITIVE_INFINITY, ...DEFAULT_BACKOFF };
+    await sleep(backoffDelayMs(attempt, retry, options.random ?? Math.random), undefined, {
+      signal: options.signal,
+    });
+  }
+}

@@ -1,0 +1,255 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Db } from '../../db/connect.js';
+import { describeError } from '../../errors.js';
+import { addCount, type RunCounts } from '../../jobs/runCounts.js';
+import type { Logger } from '../../log.js';
+import { upsertLocations, upsertProfessionals } from '../../mirror/directorySql.js';
+import type { PartnerApi } from '../../partner-api/client.js';
+import { ApiAuthError } from '../../partner-api/errors.js';
+import type { Location } from '../../partner-api/locationsSchema.js';
+import type { Professional } from '../../partner-api/professionalsSchema.js';
+import { mapBounded } from '../../pull/mapBounded.js';
+import { createOnce, readIfExists } from './createOnce.js';
+import type { LocationSpec, ProfessionalSpec, ProvisionPlan } from './provisionFile.js';
+
+/** created/existed/failed, or in a dry run: to create/exists. */
+export type ProvisionOutcome = 'created' | 'existed' | 'failed' | 'to create' | 'exists';
+
+/** One line of the report: a record of the file, what happened to it, and its survey URL or error. */
+export interface ProvisionResult {
+  readonly kind: 'location' | 'professional';
+  /** Its position in its list of the file. */
+  readonly index: number;
+  readonly record: string;
+  readonly slug: string | null;
+  outcome: ProvisionOutcome;
+  id: string | null;
+  survey_url: string | null;
+  error: string | null;
+}
+
+export interface ProvisionDeps {
+  readonly db: Db;
+  readonly api: PartnerApi;
+  readonly log: Logger;
+}
+
+export interface ProvisionOptions {
+  readonly dryRun: boolean;
+  /** How long to wait for new records' survey URLs; 0: do not wait. */
+  readonly waitMs: number;
+  /** Requests in flight at once. */
+  readonly concurrency: number;
+}
+
+const SURVEY_POLL_FIRST_MS = 500;
+const SURVEY_POLL_MAX_MS = 5_000;
+
+type Found = { kind: 'location'; record: Location } | { kind: 'professional'; record: Professional };
+
+/**
+ * Creates the file's locations, then its professionals, each once: a record whose slug already
+ * exists on the platform (read by that slug; the mirror is only a cache) is left alone. A refused
+ * record (409, 422, an unknown location) is reported with its reason and the rest go on. Then
+ * waits, bounded, for every record's default_survey_url, stores what it read in the mirror's
+ * tables, and returns one result per record of the file.
+ */
+export async function provision(
+  deps: ProvisionDeps,
+  plan: ProvisionPlan,
+  options: ProvisionOptions,
+  counts: RunCounts,
+  signal?: AbortSignal,
+): Promise<ProvisionResult[]> {
+  const { api } = deps;
+  const results: ProvisionResult[] = plan.invalid.map((r) => ({
+    kind: r.kind,
+    index: r.index,
+    record: r.label,
+    slug: r.slug,
+    outcome: 'failed',
+    id: null,
+    survey_url: null,
+    error: r.reason,
+  }));
+  const found = new Map<ProvisionResult, Found>();
+
+  const locationIds = new Map<string, number | undefined>();
+  const failedLocations = new Map<string, string>();
+  const locationResults = await mapBounded(
+    plan.locations,
+    options.concurrency,
+    perRecord(signal, async (spec, result) => {
+      const existing = await readIfExists(() => api.locations.get(spec.body.slug, signal));
+      if (existing !== undefined) {
+        settle(result, options.dryRun ? 'exists' : 'existed', existing);
+        found.set(result, { kind: 'location', record: existing });
+      } else if (options.dryRun) {
+        result.outcome = 'to create';
+      } else {
+        const outcome = await createOnce(
+          () => api.locations.create(spec.body, signal),
+          () => readIfExists(() => api.locations.get(spec.body.slug, signal)),
+          { signal },
+        );
+        if ('error' in outcome) fail(result, outcome.error);
+        else {
+          settle(result, 'created', outcome.record);
+          found.set(result, { kind: 'location', record: outcome.record });
+        }
+      }
+    }),
+  );
+  results.push(...locationResults);
+  for (const [i, result] of locationResults.entries()) {
+    const slug = plan.locations[i]!.body.slug;
+    if (result.outcome === 'failed') failedLocations.set(slug, `${result.record} failed`);
+    else locationIds.set(slug, result.id === null ? undefined : Number(result.id));
+  }
+
+  /** The id of the location a professional names: one of the file's, or one already on the platform. */
+  const locationOf = async (slug: string): Promise<{ id: number | undefined } | { error: string }> => {
+    if (locationIds.has(slug)) return { id: locationIds.get(slug) };
+    const failed = failedLocations.get(slug);
+    if (failed !== undefined) return { error: `its location ${slug} was not created (${failed})` };
+    const onPlatform = await readIfExists(() => api.locations.get(slug, signal));
+    if (onPlatform === undefined)
+      return { error: `location ${slug} is neither in the file nor on the platform` };
+    locationIds.set(slug, onPlatform.id);
+    return { id: onPlatform.id };
+  };
+
+  const professionalResults = await mapBounded(
+    plan.professionals,
+    options.concurrency,
+    perRecord(signal, async (spec, result) => {
+      const location = spec.location === undefined ? { id: undefined } : await locationOf(spec.location);
+      if ('error' in location) return fail(result, location.error);
+      const existing = await readIfExists(() => api.professionals.get(spec.body.slug, signal));
+      if (existing !== undefined) {
+        settle(result, options.dryRun ? 'exists' : 'existed', existing);
+        found.set(result, { kind: 'professional', record: existing });
+        return;
+      }
+      if (options.dryRun) {
+        result.outcome = 'to create';
+        return;
+      }
+      const outcome = await createOnce(
+        () => api.professionals.create({ ...spec.body, location_id: location.id }, signal),
+        () => readIfExists(() => api.professionals.get(spec.body.slug, signal)),
+        { signal },
+      );
+      if ('error' in outcome) return fail(result, outcome.error);
+      settle(result, 'created', outcome.record);
+      found.set(result, { kind: 'professional', record: outcome.record });
+    }),
+  );
+  results.push(...professionalResults);
+
+  if (!options.dryRun) {
+    if (options.waitMs > 0) await waitForSurveyUrls(deps, found, options, signal);
+    await storeInMirror(deps, [...found.values()]);
+  }
+  for (const r of results) addCount(counts, r.outcome.replace(' ', '_'));
+  // In the file's order: its locations, then its professionals.
+  return results.sort((a, b) => (a.kind === b.kind ? a.index - b.index : a.kind === 'location' ? -1 : 1));
+}
+
+/**
+ * One record's work, whose failure (the platform unreachable even after retries) is that record's
+ * alone: reported with its reason while the others go on. A refused key or a shutdown ends all.
+ */
+function perRecord<S extends LocationSpec | ProfessionalSpec>(
+  signal: AbortSignal | undefined,
+  work: (spec: S, result: ProvisionResult) => Promise<unknown>,
+): (spec: S) => Promise<ProvisionResult> {
+  return async (spec) => {
+    const result = resultOf(spec);
+    try {
+      await work(spec, result);
+    } catch (error) {
+      if (error instanceof ApiAuthError || signal?.aborted) throw error;
+      fail(result, describeError(error));
+    }
+    return result;
+  };
+}
+
+function resultOf(spec: LocationSpec | ProfessionalSpec): ProvisionResult {
+  return {
+    kind: spec.kind,
+    index: spec.index,
+    record: spec.label,
+    slug: spec.body.slug,
+    outcome: 'failed',
+    id: null,
+    survey_url: null,
+    error: null,
+  };
+}
+
+function settle(result: ProvisionResult, outcome: ProvisionOutcome, record: Location | Professional): void {
+  result.outcome = outcome;
+  result.id = String(record.id);
+  result.survey_url = record.default_survey_url;
+}
+
+function fail(result: ProvisionResult, error: string): void {
+  result.outcome = 'failed';
+  result.error = error;
+}
+
+/**
+ * Survey URLs appear a few seconds after a record is created (spec 3). Re-reads the records still
+ * without one, backing off from half a second to five, until all have one or `waitMs` is over.
+ */
+async function waitForSurveyUrls(
+  deps: ProvisionDeps,
+  found: Map<ProvisionResult, Found>,
+  options: ProvisionOptions,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const deadline = Date.now() + options.waitMs;
+  let delayMs = SURVEY_POLL_FIRST_MS;
+  for (;;) {
+    const pending = [...found].filter(([result]) => result.survey_url === null);
+    if (pending.length === 0) return;
+    if (Date.now() + delayMs > deadline) {
+      for (const [result] of pending) {
+        result.error = `its survey URL was not ready after ${Math.round(options.waitMs / 1000)} s: run again to print it`;
+      }
+      deps.log.warn({ pending: pending.length }, 'survey URLs not ready in time');
+      return;
+    }
+    await sleep(delayMs, undefined, { signal });
+    delayMs = Math.min(SURVEY_POLL_MAX_MS, delayMs * 1.5);
+    await mapBounded(pending, options.concurrency, async ([result, item]) => {
+      try {
+        const fresh: Found =
+          item.kind === 'location'
+            ? { kind: 'location', record: await deps.api.locations.get(item.record.slug, signal) }
+            : { kind: 'professional', record: await deps.api.professionals.get(item.record.slug, signal) };
+        found.set(result, fresh);
+        result.survey_url = fresh.record.default_survey_url;
+      } catch (error) {
+        // Created already: a failed re-read only delays its URL to the next round.
+        if (error instanceof ApiAuthError || signal?.aborted) throw error;
+        deps.log.warn({ slug: item.record.slug, err: error }, 'could not re-read a new record');
+      }
+    });
+  }
+}
+
+/** What the platform returned is the freshest the mirror can have: stored at once. */
+async function storeInMirror(deps: ProvisionDeps, records: Found[]): Promise<void> {
+  const { db } = deps;
+  const locations = records.flatMap((f) => (f.kind === 'location' ? [f.record] : []));
+  const professionals = records.flatMap((f) => (f.kind === 'professional' ? [f.record] : []));
+  await upsertLocations(db.knex, db, locations);
+  await upsertProfessionals(
+    db.knex,
+    db,
+    professionals.map((p) => ({ item: p, detail: p })),
+  );
+}
