@@ -3,7 +3,7 @@ import { type Faults, INVALID_REVIEW_SHAPES, type InvalidReviewShape } from './s
 
 /** What happens to one partner request before (or instead of) its handler. */
 export interface PartnerFault {
-  outcome: 'pass' | 'error500' | 'error429' | 'hang' | 'truncated';
+  outcome: 'pass' | 'error500' | 'error429' | 'hang' | 'truncated' | 'lateAnswer';
   delayMs: number;
   /** The error body echoes the API key; a request that would pass is answered 400 instead. */
   echoKey: boolean;
@@ -46,15 +46,16 @@ export class FaultPlan {
     this.#random = makeRandom(this.#seed);
   }
 
-  forPartnerRequest(path: string): PartnerFault {
+  forPartnerRequest(path: string, method = 'GET'): PartnerFault {
     const f = this.#faults.partner;
     if (f === undefined) return PASS;
     if (f.routes !== undefined && !f.routes.some((prefix) => path.startsWith(prefix))) return PASS;
+    if (f.methods !== undefined && !f.methods.includes(method as (typeof f.methods)[number])) return PASS;
     const delayMs = f.delay !== undefined && this.#random() < f.delay ? (f.delayMs ?? 1000) : 0;
     const echoKey = f.echoKey ?? false;
     // One draw picks at most one failure; the fractions are disjoint bands of [0, 1).
     let r = this.#random();
-    for (const outcome of ['hang', 'error500', 'error429', 'truncated'] as const) {
+    for (const outcome of ['hang', 'error500', 'error429', 'truncated', 'lateAnswer'] as const) {
       const p = f[outcome] ?? 0;
       if (r < p) return { outcome, delayMs, echoKey };
       r -= p;

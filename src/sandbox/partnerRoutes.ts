@@ -37,12 +37,16 @@ export interface PartnerRoutesOptions {
   /** Sockets of requests held open by the `hang` fault, destroyed on close. */
   hung: Set<Socket>;
   countHang: (request: FastifyRequest) => void;
+  /** Counts a request whose handler ran and whose answer (`status`) is held by `lateAnswer`. */
+  countLate: (request: FastifyRequest, status: number) => void;
 }
 
 declare module 'fastify' {
   interface FastifyRequest {
     company?: Company;
     truncate?: boolean;
+    /** Hold the answer this long after the handler ran (the `lateAnswer` fault). */
+    lateAnswerMs?: number;
   }
 }
 
@@ -128,7 +132,7 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRoutes
   const { store, faults, allowHttpWebhooks } = options;
 
   app.addHook('onRequest', async (request, reply) => {
-    const fault = faults.forPartnerRequest(request.url.split('?')[0]!);
+    const fault = faults.forPartnerRequest(request.url.split('?')[0]!, request.method);
     // A platform bug some clients meet in the field: error texts that quote the caller's key.
     const sentKey = String(request.headers['x-api-key'] ?? '(none)');
     const echo = (message: string) => (fault.echoKey ? `${message} for api key ${sentKey}` : message);
@@ -151,6 +155,9 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRoutes
       case 'truncated':
         request.truncate = true;
         break;
+      case 'lateAnswer':
+        request.lateAnswerMs = faults.current.partner?.delayMs ?? 1000;
+        break;
       case 'pass':
         if (fault.echoKey) return reply.code(400).send({ error: `unknown parameter for api key ${sentKey}` });
         break;
@@ -159,6 +166,10 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRoutes
   });
 
   app.addHook('onSend', async (request, reply, payload) => {
+    if (request.lateAnswerMs !== undefined) {
+      options.countLate(request, reply.statusCode);
+      await new Promise((resolve) => setTimeout(resolve, request.lateAnswerMs));
+    }
     if (!request.truncate || typeof payload !== 'string') return payload;
     reply.code(200);
     return payload.slice(0, Math.floor(payload.length / 2));

@@ -130,8 +130,12 @@ export const partnerFaultsSchema = z
     delayMs: z.int().min(0).max(600_000).optional(),
     hang: fraction.optional(),
     truncated: fraction.optional(),
+    /** The handler runs (writes happen), then the answer is held `delayMs`: past a client's timeout, a lost answer. */
+    lateAnswer: fraction.optional(),
     /** Path prefixes (e.g. `/api/v1/partner/reviews`) the drawn faults and echoKey apply to; all partner routes when omitted. */
     routes: z.array(z.string().min(1)).optional(),
+    /** HTTP methods the drawn faults apply to (e.g. POST only: creates time out, reads pass); all when omitted. */
+    methods: z.array(z.enum(['GET', 'POST', 'PUT', 'DELETE'])).optional(),
     /** Reviews served in a broken shape by the feed: a fraction of all (drawn per review id) or these ids. */
     invalidReviews: z.union([fraction, z.array(z.string().min(1)).max(100_000)]).optional(),
     /** How an invalid review is broken; drawn per review id when omitted. */
@@ -141,8 +145,9 @@ export const partnerFaultsSchema = z
     pagination: paginationFaultsSchema.optional(),
   })
   .refine(
-    (f) => (f.error500 ?? 0) + (f.error429 ?? 0) + (f.hang ?? 0) + (f.truncated ?? 0) <= 1,
-    'error500 + error429 + hang + truncated must not exceed 1',
+    (f) =>
+      (f.error500 ?? 0) + (f.error429 ?? 0) + (f.hang ?? 0) + (f.truncated ?? 0) + (f.lateAnswer ?? 0) <= 1,
+    'error500 + error429 + hang + truncated + lateAnswer must not exceed 1',
   );
 
 export const webhookFaultsSchema = z.strictObject({

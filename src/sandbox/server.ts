@@ -120,7 +120,10 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
   app.setNotFoundHandler((_request, reply) => reply.code(404).send({ error: 'Not found' }));
 
   app.addHook('onResponse', async (request, reply) => {
-    if (request.url.startsWith(PARTNER_PREFIX)) requests.add(request, String(reply.statusCode));
+    // A late answer was counted when it was held: the client may be gone before it is sent.
+    if (request.url.startsWith(PARTNER_PREFIX) && request.lateAnswerMs === undefined) {
+      requests.add(request, String(reply.statusCode));
+    }
   });
 
   await app.register(partnerRoutes, {
@@ -130,6 +133,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     allowHttpWebhooks: options.allowHttpWebhooks ?? false,
     hung,
     countHang: (request) => requests.add(request, 'hang'),
+    countLate: (request, status) => requests.add(request, `${status} late`),
   });
   await app.register(controlRoutes, {
     prefix: CONTROL_PREFIX,

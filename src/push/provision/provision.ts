@@ -12,8 +12,8 @@ import { mapBounded } from '../../pull/mapBounded.js';
 import { createOnce, readIfExists } from './createOnce.js';
 import type { LocationSpec, ProfessionalSpec, ProvisionPlan } from './provisionFile.js';
 
-/** created/existed/failed, or in a dry run: to create/exists. */
-export type ProvisionOutcome = 'created' | 'existed' | 'failed' | 'to create' | 'exists';
+/** created/existed/failed, or in a dry run: would-create/exists. */
+export type ProvisionOutcome = 'created' | 'existed' | 'failed' | 'would-create' | 'exists';
 
 /** One line of the report: a record of the file, what happened to it, and its survey URL or error. */
 export interface ProvisionResult {
@@ -85,7 +85,7 @@ export async function provision(
         settle(result, options.dryRun ? 'exists' : 'existed', existing);
         found.set(result, { kind: 'location', record: existing });
       } else if (options.dryRun) {
-        result.outcome = 'to create';
+        result.outcome = 'would-create';
       } else {
         const outcome = await createOnce(
           () => api.locations.create(spec.body, signal),
@@ -132,7 +132,7 @@ export async function provision(
         return;
       }
       if (options.dryRun) {
-        result.outcome = 'to create';
+        result.outcome = 'would-create';
         return;
       }
       const outcome = await createOnce(
@@ -151,7 +151,7 @@ export async function provision(
     if (options.waitMs > 0) await waitForSurveyUrls(deps, found, options, signal);
     await storeInMirror(deps, [...found.values()]);
   }
-  for (const r of results) addCount(counts, r.outcome.replace(' ', '_'));
+  for (const r of results) addCount(counts, r.outcome);
   // In the file's order: its locations, then its professionals.
   return results.sort((a, b) => (a.kind === b.kind ? a.index - b.index : a.kind === 'location' ? -1 : 1));
 }

@@ -72,10 +72,13 @@ const professionalSchema = z.strictObject({
   active,
 });
 
-const fileSchema = z.strictObject({
-  locations: z.array(z.unknown(), { error: 'must be a list' }).default([]),
-  professionals: z.array(z.unknown(), { error: 'must be a list' }).default([]),
-});
+const fileSchema = z.strictObject(
+  {
+    locations: z.array(z.unknown(), { error: 'must be a list' }).default([]),
+    professionals: z.array(z.unknown(), { error: 'must be a list' }).default([]),
+  },
+  { error: (issue) => (issue.code === 'invalid_type' ? 'must be a mapping' : undefined) },
+);
 
 /**
  * A location without a slug gets the one the platform would generate from its name, so one

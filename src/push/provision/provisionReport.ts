@@ -15,7 +15,7 @@ export function formatProvisionReport(results: readonly ProvisionResult[]): stri
     r.id ?? '-',
     [
       r.survey_url,
-      r.error ?? (r.survey_url === null && r.outcome !== 'to create' ? 'no survey URL yet' : null),
+      r.error ?? (r.survey_url === null && r.outcome !== 'would-create' ? 'no survey URL yet' : null),
     ]
       .filter((v) => v !== null)
       .join('  '),

@@ -1,0 +1,307 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { openDb } from '../../src/db/connect.js';
+import { cliEnv, runCli } from '../helpers/cli.js';
+import { dropSchema, POSTGRES_URL, uniqueSchema } from '../helpers/db.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+
+/** `outcome kind slug id url-or-error record` lines of the report, by slug. */
+function reportLines(
+  stdout: string,
+): Map<string, { outcome: string; kind: string; id: string; rest: string }> {
+  const lines = stdout.trim().split('\n').slice(1);
+  return new Map(
+    lines.map((line) => {
+      const [outcome, kind, slug, id, ...rest] = line.split(/\s+/);
+      return [slug!, { outcome: outcome!, kind: kind!, id: id!, rest: rest.join(' ') }];
+    }),
+  );
+}
+
+const office = (i: number) => ({
+  name: `Office ${i}`,
+  ...(i % 2 === 0 ? { slug: `office-${i}` } : {}),
+  city: 'Lyon',
+});
+const person = (i: number, domain: string) => ({
+  first_name: `First${i}`,
+  last_name: `Last${i}`,
+  email: `person${i}@${domain}`,
+  ...(i % 2 === 0 ? { slug: `person-${i}-${domain.split('.')[0]}` } : {}),
+  location: `office-${i % 10}`,
+});
+
+/**
+ * `review-mirror provision` against the sandbox and the real PostgreSQL server: each record
+ * created once whatever happens, every survey URL printed, per-record errors.
+ */
+describe('provisioning locations and professionals', () => {
+  let sandbox: TestSandbox;
+  let dir: string;
+  const schemas: string[] = [];
+  beforeAll(async () => {
+    sandbox = await testSandbox({ surveyDelayMs: 1_000, seed: 12 });
+    dir = await mkdtemp(join(tmpdir(), 'rm-provision-'));
+  });
+  afterAll(async () => {
+    await sandbox?.close();
+    for (const schema of schemas) await dropSchema(schema, POSTGRES_URL);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const envFor = (target: TestSandbox, vars: Record<string, string> = {}) => {
+    const schema = uniqueSchema('prov');
+    schemas.push(schema);
+    return cliEnv({
+      DATABASE_URL: POSTGRES_URL,
+      DB_SCHEMA: schema,
+      REVIEWS_API_URL: target.url,
+      REVIEWS_API_KEY: target.apiKey,
+      LOG_LEVEL: 'error',
+      ...vars,
+    });
+  };
+  const write = async (name: string, content: unknown) => {
+    const path = join(dir, name);
+    await writeFile(path, name.endsWith('.json') ? JSON.stringify(content) : stringify(content));
+    return path;
+  };
+
+  it('creates 10 locations and 40 professionals once, prints every survey URL, and creates nothing on a re-run', {
+    timeout: 120_000,
+  }, async () => {
+    // Half the locations have no slug: "Office 1" is created and found again as office-1.
+    const file = await write('team.yaml', {
+      locations: Array.from({ length: 10 }, (_, i) => office(i)),
+      professionals: Array.from({ length: 40 }, (_, i) => person(i, 'team.example')),
+    });
+    const env = envFor(sandbox);
+    const first = await runCli(['provision', file, '--report', join(dir, 'team.csv')], env);
+    expect(first.stderr).toBe('');
+    expect(first.code).toBe(0);
+    const created = reportLines(first.stdout);
+    expect(created.size).toBe(50);
+    for (const [slug, line] of created) {
+      expect({ slug, outcome: line.outcome }).toEqual({ slug, outcome: 'created' });
+      expect(line.rest).toMatch(/^https:\/\/reviews\.sandbox\.test\/s\/[0-9a-f]+ /);
+    }
+    expect(created.get('office-1')?.kind).toBe('location');
+
+    const again = await runCli(['provision', file], env);
+    expect(again.code).toBe(0);
+    const existed = reportLines(again.stdout);
+    for (const [slug, line] of created) {
+      expect(existed.get(slug)).toEqual({ ...line, outcome: 'existed' });
+    }
+
+    const truth = await sandbox.control.truth(sandbox.companyId);
+    expect(truth.invites).toHaveLength(40);
+    expect(new Set(truth.invites.map((i) => i.email)).size).toBe(40);
+    const csv = await readFile(join(dir, 'team.csv'), 'utf8');
+    expect(csv.split('\n')[0]).toBe('kind,record,slug,outcome,id,survey_url,error');
+    expect(csv.trim().split('\n')).toHaveLength(51);
+
+    // The survey URLs are in the mirror, and each professional has its location.
+    const db = await openDb({ url: POSTGRES_URL, schema: env.DB_SCHEMA!, poolMax: 1, dataDir: undefined });
+    try {
+      const pros = await db.knex(db.table('professionals')).whereNotNull('default_survey_url').count();
+      expect(Number(pros[0]!.count)).toBe(40);
+      const placed = await db.knex(db.table('professionals')).whereNotNull('location_id').count();
+      expect(Number(placed[0]!.count)).toBe(40);
+      const offices = await db.knex(db.table('locations')).whereNotNull('default_survey_url').count();
+      expect(Number(offices[0]!.count)).toBe(10);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('reports a taken email (409), an invalid slug (422) and an unknown location with their reasons, and creates the rest', {
+    timeout: 60_000,
+  }, async () => {
+    const file = await write('mixed.json', {
+      locations: [{ name: 'Annex', slug: 'annex' }],
+      professionals: [
+        { first_name: 'Taken', last_name: 'Email', email: 'person3@team.example', slug: 'taken-email' },
+        { first_name: 'Bad', last_name: 'Slug', email: 'bad@mixed.example', slug: 'Bad Slug!' },
+        { first_name: 'Lost', last_name: 'Office', email: 'lost@mixed.example', location: 'no-such-office' },
+        { first_name: 'Fine', last_name: 'One', email: 'fine1@mixed.example', location: 'annex' },
+        { first_name: 'Fine', last_name: 'Two', email: 'fine2@mixed.example', location: 'office-0' },
+      ],
+    });
+    const report = join(dir, 'mixed-report.json');
+    const result = await runCli(['provision', file, '--report', report], envFor(sandbox));
+    expect(result.code).toBe(1);
+    const rows = JSON.parse(await readFile(report, 'utf8')) as Array<Record<string, string | null>>;
+    expect(rows.map((r) => [r.record, r.outcome, r.error])).toEqual([
+      ['locations[0] "Annex"', 'created', null],
+      ['professionals[0] "person3@team.example"', 'failed', 'A user with this email already exists'],
+      [
+        'professionals[1] "bad@mixed.example"',
+        'failed',
+        'slug may contain only lowercase letters, digits and hyphens',
+      ],
+      [
+        'professionals[2] "lost@mixed.example"',
+        'failed',
+        'location no-such-office is neither in the file nor on the platform',
+      ],
+      ['professionals[3] "fine1@mixed.example"', 'created', null],
+      ['professionals[4] "fine2@mixed.example"', 'created', null],
+    ]);
+    expect(Object.keys(rows[0]!)).toEqual(['kind', 'record', 'slug', 'outcome', 'id', 'survey_url', 'error']);
+    expect(result.stdout).toContain('A user with this email already exists');
+  });
+
+  it('prints what would be created in a dry run, checking references, and sends no POST', async () => {
+    const before = await sandbox.control.requests();
+    const file = await write('dry.yaml', {
+      locations: [{ name: 'Office 1' }, { name: 'Brand New' }],
+      professionals: [
+        { first_name: 'New', last_name: 'Person', email: 'new@dry.example', location: 'brand-new' },
+        { first_name: 'Nowhere', last_name: 'Person', email: 'nowhere@dry.example', location: 'nowhere' },
+      ],
+    });
+    const result = await runCli(['provision', file, '--dry-run'], envFor(sandbox));
+    const lines = reportLines(result.stdout);
+    expect(lines.get('office-1')?.outcome).toBe('exists');
+    expect(lines.get('brand-new')?.outcome).toBe('would-create');
+    expect([...lines.values()].map((l) => l.outcome)).toEqual([
+      'exists',
+      'would-create',
+      'would-create',
+      'failed',
+    ]);
+    const after = await sandbox.control.requests();
+    const posts = (counts: typeof before) =>
+      Object.entries(counts.by_route)
+        .filter(([route]) => route.startsWith('POST'))
+        .reduce((n, [, statuses]) => n + Object.values(statuses).reduce((a, b) => a + b, 0), 0);
+    expect(posts(after)).toBe(posts(before));
+    expect(result.code).toBe(1); // the unknown location
+  });
+
+  it('provisions the example file shipped in config/ as documented', async () => {
+    const example = fileURLToPath(new URL('../../config/provision.example.yaml', import.meta.url));
+    const result = await runCli(['provision', example, '--no-wait'], envFor(sandbox));
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    const lines = reportLines(result.stdout);
+    expect([...lines.keys()]).toEqual([
+      'downtown',
+      'riverside-clinic',
+      'ann-lee',
+      expect.stringMatching(/^omar-haddad-[0-9a-f]{6}$/),
+      expect.stringMatching(/^mei-chen-[0-9a-f]{6}$/),
+    ]);
+    expect([...lines.values()].every((l) => l.outcome === 'created')).toBe(true);
+  });
+
+  it('creates nothing twice under 500s, hangs, cut bodies and POSTs that time out after the platform created the record', {
+    timeout: 180_000,
+  }, async () => {
+    const faulty = await testSandbox({ surveyDelayMs: 500, seed: 77 });
+    try {
+      const file = await write('faulty.yaml', {
+        locations: Array.from({ length: 5 }, (_, i) => office(i)),
+        professionals: Array.from({ length: 20 }, (_, i) => person(i, 'faulty.example')).map((p) => ({
+          ...p,
+          location: `office-${Number(p.first_name.slice(5)) % 5}`,
+        })),
+      });
+      const env = envFor(faulty, {
+        API_REQUEST_TIMEOUT_SECONDS: '1',
+        API_MAX_RETRIES: '8',
+        PROVISION_WAIT_SECONDS: '30',
+      });
+      await faulty.control.setFaults({
+        partner: {
+          routes: ['/api/v1/partner/locations', '/api/v1/partner/professionals'],
+          error500: 0.15,
+          hang: 0.05,
+          truncated: 0.1,
+          // Made, then answered after the client stopped waiting: the record exists, the answer is lost.
+          lateAnswer: 0.2,
+          delay: 0.1,
+          delayMs: 1_500,
+          retryAfterSeconds: 0,
+        },
+      });
+      const first = await runCli(['provision', file], env);
+      // Whatever the faults left undone is reported as failed with a reason, never silently skipped.
+      const firstLines = [...reportLines(first.stdout).values()];
+      expect(firstLines).toHaveLength(25);
+      for (const line of firstLines.filter((l) => l.outcome === 'failed')) expect(line.rest).not.toBe('');
+      await faulty.control.setFaults({});
+      const second = await runCli(['provision', file], env);
+      expect(second.stderr).toBe('');
+      expect(second.code).toBe(0);
+      const lines = reportLines(second.stdout);
+      expect([...lines.values()].every((l) => ['created', 'existed'].includes(l.outcome))).toBe(true);
+      expect(lines.size).toBe(25);
+
+      const truth = await faulty.control.truth(faulty.companyId);
+      const counts = (await faulty.control.requests()).by_route;
+      expect(truth.locations).toHaveLength(5);
+      expect(truth.professionals).toHaveLength(20);
+      expect(truth.invites).toHaveLength(20);
+      expect(new Set(truth.invites.map((i) => i.email)).size).toBe(20);
+      // The creates did meet the faults (lost answers among them), and still made one record each.
+      const pros = counts['POST /api/v1/partner/professionals'] ?? {};
+      const faultsMet = Object.entries(pros)
+        .filter(([status]) => status !== '201')
+        .reduce((n, [, times]) => n + times, 0);
+      expect(faultsMet, JSON.stringify(pros)).toBeGreaterThan(0);
+      expect(
+        Object.keys(pros).some((status) => status.endsWith('late') || status === 'hang' || status === '200'),
+      ).toBe(true);
+    } finally {
+      await faulty.close();
+    }
+  });
+
+  it('resolves a create that timed out after the platform made it by reading the slug back: one record, one invite', {
+    timeout: 60_000,
+  }, async () => {
+    const slow = await testSandbox({ surveyDelayMs: 200, seed: 5 });
+    try {
+      const file = await write('slow.yaml', {
+        professionals: [1, 2, 3].map((i) => ({
+          first_name: 'Slow',
+          last_name: `P${i}`,
+          email: `slow${i}@x.example`,
+        })),
+      });
+      const env = envFor(slow, { API_REQUEST_TIMEOUT_SECONDS: '1' });
+      // Every create is made, then answered 1.5 s later, when the client stopped waiting at 1 s.
+      await slow.control.setFaults({ partner: { methods: ['POST'], lateAnswer: 1, delayMs: 1_500 } });
+      const result = await runCli(['provision', file], env);
+      expect(result.stderr).toBe('');
+      expect(result.code).toBe(0);
+      expect([...reportLines(result.stdout).values()].map((l) => l.outcome)).toEqual([
+        'created',
+        'created',
+        'created',
+      ]);
+      const truth = await slow.control.truth(slow.companyId);
+      expect(truth.professionals).toHaveLength(3);
+      expect(truth.invites.map((i) => i.email).sort()).toEqual([
+        'slow1@x.example',
+        'slow2@x.example',
+        'slow3@x.example',
+      ]);
+      // Each lost answer was resolved by reading the slug back, never by a second POST.
+      const routes = (await slow.control.requests()).by_route;
+      const posts = Object.values(routes['POST /api/v1/partner/professionals'] ?? {}).reduce(
+        (a, b) => a + b,
+        0,
+      );
+      expect(posts).toBe(3);
+    } finally {
+      await slow.close();
+    }
+  });
+});
