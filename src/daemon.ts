@@ -125,6 +125,8 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
       closers.push({ name: 'events outbox', close: () => outbox.stop() });
       outbox.start();
       log.info({ worker: outbox.worker }, 'events outbox worker started');
+      // Closed first (closers run in reverse): jobs in a back-off end now, not after the grace period.
+      closers.push({ name: 'API retries', close: async () => api.stopRetrying() });
     }
 
     return { db, metrics, scheduler, api, webhooks, adminUrl, stop };

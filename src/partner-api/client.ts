@@ -34,6 +34,8 @@ export interface PartnerApi {
   readonly events: EventsApi;
   /** See HttpClient.onRateLimited: one pause for every concurrent sender. */
   onRateLimited(listener: (delayMs: number) => void): () => void;
+  /** See HttpClient.stopRetrying: shutdown does not wait out back-offs. */
+  stopRetrying(): void;
   close(): Promise<void>;
 }
 
@@ -55,6 +57,7 @@ export function makePartnerApi(options: PartnerApiOptions): PartnerApi {
     contacts: makeContactsApi(http),
     events: makeEventsApi(http),
     onRateLimited: (listener) => http.onRateLimited(listener),
+    stopRetrying: () => http.stopRetrying(),
     close: () => http.close(),
   };
 }

@@ -75,6 +75,12 @@ export interface HttpClient {
    * it: concurrent senders pause together instead of each finding the limit on its own.
    */
   onRateLimited(listener: (delayMs: number) => void): () => void;
+  /**
+   * Shutdown has begun: requests in flight finish, but none waits out a back-off or starts a
+   * retry any more; each fails at once with its last error, so a job in a long back-off (a
+   * Retry-After of minutes) does not hold the shutdown.
+   */
+  stopRetrying(): void;
   close(): Promise<void>;
 }
 
@@ -109,6 +115,7 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
   const apiKey = options.key;
   const scrubber = keyScrubber(apiKey);
   const rateLimitListeners = new Set<(delayMs: number) => void>();
+  const stopRetries = new AbortController();
   const base = new URL(options.url);
   const basePath = base.pathname.replace(/\/+$/, '') + API_PREFIX;
   const pool = new Pool(base.origin, {
@@ -242,13 +249,27 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
           if (retries > 0) error.error.message += ` (gave up after ${retries} retries)`;
           throw error.error;
         }
+        if (stopRetries.signal.aborted) {
+          error.error.message += ' (not retried: shutting down)';
+          throw error.error;
+        }
         metrics?.apiRetries.inc({ reason: error.reason });
         if (error.reason === 'rate_limited') for (const listener of rateLimitListeners) listener(delayMs);
         log.warn(
           { route, reason: error.reason, status: error.error.status, retry: retries + 1, delayMs },
           'partner API request failed; retrying',
         );
-        await sleep(delayMs, undefined, { signal: reqOptions.signal });
+        // Retries are rare: combining the two signals costs nothing here (unlike per request).
+        const waiting = reqOptions.signal
+          ? AbortSignal.any([reqOptions.signal, stopRetries.signal])
+          : stopRetries.signal;
+        try {
+          await sleep(delayMs, undefined, { signal: waiting });
+        } catch (aborted) {
+          if (reqOptions.signal?.aborted || !stopRetries.signal.aborted) throw aborted;
+          error.error.message += ' (not retried: shutting down)';
+          throw error.error;
+        }
       }
     }
   }
@@ -257,7 +278,7 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
     rateLimitListeners.add(listener);
     return () => void rateLimitListeners.delete(listener);
   };
-  return { request, log, onRateLimited, close: () => pool.close() };
+  return { request, log, onRateLimited, stopRetrying: () => stopRetries.abort(), close: () => pool.close() };
 }
 
 /** `reviews[3].rating` from zod's path. */

@@ -132,4 +132,41 @@ describe('`run` against the sandbox', () => {
       await control.setFaults({});
     }
   });
+
+  it('stops at once when a job is waiting out a back-off, instead of sleeping through it', async () => {
+    // The platform asks for an hour's wait, and the shutdown grace is an hour too: only a
+    // shutdown that cuts back-offs short can end this process within the test.
+    const { env, adminPort, schema } = await daemonEnv({
+      API_RETRY_BUDGET_SECONDS: '7200',
+      SHUTDOWN_GRACE_SECONDS: '3600',
+      SYNC_DIRECTORY_CRON: 'off',
+      LOG_LEVEL: 'warn',
+    });
+    await control.setFaults({
+      partner: { error429: 1, retryAfterSeconds: 3600, routes: ['/api/v1/partner/reviews'] },
+    });
+    const daemon = new CliProcess(['run'], env);
+    try {
+      await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`, 30_000);
+      await waitFor(() => daemon.stdout.includes('partner API request failed; retrying'), 30_000);
+      daemon.kill('SIGTERM');
+      const exit = await daemon.exited;
+      expect(exit).toMatchObject({ code: 0, signal: null });
+      const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir: env.DATA_DIR });
+      try {
+        const run = await db
+          .knex(db.table('sync_runs'))
+          .where({ job: 'reviews' })
+          .orderBy('id', 'desc')
+          .first();
+        expect(run).toMatchObject({ outcome: 'failed', error_kind: 'retryable' });
+        expect(run.error).toBe('GET /reviews answered 429 (not retried: shutting down)');
+      } finally {
+        await db.close();
+      }
+    } finally {
+      daemon.kill('SIGKILL');
+      await control.setFaults({});
+    }
+  }, 60_000);
 });
