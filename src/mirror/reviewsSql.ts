@@ -1,4 +1,3 @@
-import type { Knex } from 'knex';
 import type { Queryable, Tables } from '../db/queryable.js';
 import { latestPerId, type ReviewRow } from './reviewRow.js';
 
@@ -34,32 +33,34 @@ export async function upsertReviews(
   rows: readonly ReviewRow[],
   source: ReviewSource,
 ): Promise<UpsertCounts> {
-  const table = db.table('reviews');
   const unique = latestPerId(rows);
   if (unique.length === 0) return { inserted: 0, updated: 0 };
   const fromFeed = source === 'feed';
-  const values = unique.map((r) => ({
-    id: r.id,
-    ...Object.fromEntries(FIELDS.map((f) => [f, r[f]])),
-    source,
-    feed_seen_at: fromFeed ? q.fn.now() : null,
-  }));
-  const newer = '"excluded"."observed_at" >= ??.observed_at';
-  const merge: Record<string, Knex.Raw> = {};
-  for (const f of FIELDS)
-    merge[f] = q.raw(`case when ${newer} then "excluded".?? else ??.?? end`, [table, f, table, f]);
-  merge.last_seen_at = q.raw('now()');
-  if (fromFeed) {
-    merge.feed_seen_at = q.raw('now()');
-    merge.removed_at = q.raw('null');
-  }
-  const result = (await q(table)
-    .insert(values)
-    .onConflict('id')
-    .merge(merge)
-    .returning(q.raw('(xmax = 0) as inserted'))) as Array<{ inserted: boolean }>;
-  const inserted = result.filter((r) => r.inserted).length;
-  return { inserted, updated: result.length - inserted };
+  // One array per column: the statement's text and its eleven parameters are the same whatever
+  // the batch, so building it costs nothing and the server plans it from a short text.
+  const result = await q.raw(
+    `with upserted as (
+     insert into ?? as r (${FIELDS.join(', ')}, id, source, feed_seen_at)
+     select v.*, ?, ${fromFeed ? 'now()' : 'null::timestamptz'}
+       from unnest(?::text[], ?::timestamptz[], ?::numeric[], ?::text[], ?::boolean[], ?::text[],
+                   ?::text[], ?::uuid[], ?::text[], ?::timestamptz[], ?::uuid[])
+            as v(${FIELDS.join(', ')}, id)
+     on conflict (id) do update set
+       ${FIELDS.map((f) => `${f} = case when excluded.observed_at >= r.observed_at then excluded.${f} else r.${f} end`).join(',\n       ')},
+       last_seen_at = now()${fromFeed ? ', feed_seen_at = now(), removed_at = null' : ''}
+     returning (xmax = 0) as inserted)
+     select count(*) filter (where inserted) as inserted, count(*) as total from upserted`,
+    [
+      db.table('reviews'),
+      source,
+      ...FIELDS.map((f) => unique.map((r) => r[f]) as string[]),
+      unique.map((r) => r.id),
+    ],
+  );
+  // One row of counts back, not one per review.
+  const [counts] = result.rows as Array<{ inserted: string | number; total: string | number }>;
+  const inserted = Number(counts?.inserted ?? 0);
+  return { inserted, updated: Number(counts?.total ?? 0) - inserted };
 }
 
 /**

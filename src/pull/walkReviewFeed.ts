@@ -2,9 +2,10 @@ import type { Knex } from 'knex';
 import type { Fence } from '../jobs/lease.js';
 import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import { quarantineRecords } from '../mirror/quarantineSql.js';
-import { toReviewRow } from '../mirror/reviewRow.js';
+import { type ReviewRow, toReviewRow } from '../mirror/reviewRow.js';
 import { upsertReviews } from '../mirror/reviewsSql.js';
 import { ApiRequestError } from '../partner-api/errors.js';
+import type { RejectedRecord } from '../partner-api/validRecords.js';
 import type { PullContext } from './context.js';
 import { writeCheckpoint } from './syncStateSql.js';
 import { newestCreatedAt, type WalkCheckpoint, type WalkPlan } from './walkPlan.js';
@@ -26,11 +27,38 @@ export interface FeedWalk {
   readonly backfill?: { readonly until: Date | undefined };
 }
 
+/** A write covers this many fetched reviews at most, and waits for more pages this long at most. */
+const WRITE_BATCH_ROWS = 1_000;
+const WRITE_BATCH_MS = 1_000;
+
+/** Fetched pages not yet written: their rows, and the checkpoint that follows the last of them. */
+interface PendingWrite {
+  rows: ReviewRow[];
+  rejected: RejectedRecord[];
+  pages: number;
+  fetched: number;
+  /** The last page's next cursor: null when that page ended the walk. */
+  nextCursor: string | null;
+  walkNewest: Date | null;
+  readonly startedAt: number;
+}
+
+const emptyWrite = (): PendingWrite => ({
+  rows: [],
+  rejected: [],
+  pages: 0,
+  fetched: 0,
+  nextCursor: null,
+  walkNewest: null,
+  startedAt: Date.now(),
+});
+
 /**
- * Walks the review feed per `walk.plan` to its end. Every page is upserted in one statement, in
- * one transaction with the checkpoint that follows it, so a process killed anywhere resumes
- * exactly after the last stored page. The next page is fetched while this one is written.
- * Returns the newest created_at the whole walk saw.
+ * Walks the review feed per `walk.plan` to its end. Pages are written together, up to a thousand
+ * reviews or a second's worth, each group in one statement and one transaction with the
+ * checkpoint that follows its last page: a process killed anywhere resumes exactly after the last
+ * stored group, re-reading at most that many pages. One group is written while the next one is
+ * fetched. Returns the newest created_at the whole walk saw.
  */
 export async function walkReviewFeed(
   ctx: PullContext,
@@ -42,8 +70,49 @@ export async function walkReviewFeed(
   let cursor = walk.plan.cursor;
   let newest = walk.plan.newest;
   if (walk.plan.resumed) addCount(counts, 'resumed');
+
+  const write = async (batch: PendingWrite): Promise<void> => {
+    const written = await db.knex.transaction(async (trx) => {
+      // Rows and checkpoint are one transaction, so a server crash can only lose both together
+      // (the walk then re-reads those pages): no need to wait for the WAL flush of every group.
+      if (db.backend === 'postgres') await trx.raw('set local synchronous_commit = off');
+      await walk.fence(trx);
+      const result = await upsertReviews(trx, db, batch.rows, 'feed');
+      const quarantined = await quarantineRecords(trx, db, batch.rejected, 'feed');
+      if (batch.nextCursor === null) await walk.complete(trx, batch.walkNewest);
+      else if (walk.backfill === undefined)
+        await writeCheckpoint(trx, db, walk.job, {
+          watermark: walk.state.watermark,
+          cursor: batch.nextCursor,
+          walkSince: walk.plan.since,
+          walkNewest: batch.walkNewest,
+          walkStartedAt: walk.walkStartedAt,
+        });
+      return { ...result, quarantined };
+    });
+    if (batch.rejected.length) addCount(counts, 'quarantined', batch.rejected.length);
+    metrics?.reviewsQuarantined.inc(written.quarantined);
+    addCount(counts, 'pages', batch.pages);
+    addCount(counts, 'fetched', batch.fetched);
+    addCount(counts, 'inserted', written.inserted);
+    addCount(counts, 'updated', written.updated);
+    metrics?.reviewsUpserted.inc({ source: 'feed', outcome: 'inserted' }, written.inserted);
+    metrics?.reviewsUpserted.inc({ source: 'feed', outcome: 'updated' }, written.updated);
+  };
+
   for (;;) {
     let pagesThisTry = 0;
+    // At most one group is being written while the next one fills: memory stays bounded.
+    let writing: Promise<void> | undefined;
+    let pending = emptyWrite();
+    const startWrite = async () => {
+      await writing;
+      const batch = pending;
+      pending = emptyWrite();
+      writing = write(batch);
+      // Observed here, thrown at the next await of `writing`: never an unhandled rejection.
+      writing.catch(() => {});
+    };
     try {
       for await (const page of api.reviews.pages(walk.plan.since, cursor, signal)) {
         pagesThisTry++;
@@ -51,47 +120,32 @@ export async function walkReviewFeed(
         const until = walk.backfill?.until?.getTime();
         const inRange =
           until === undefined ? page.items : page.items.filter((r) => Date.parse(r.created_at) <= until);
-        if (inRange.length < page.items.length)
+        if (inRange.length < page.items.length) {
           addCount(counts, 'after_until', page.items.length - inRange.length);
-        const rows = inRange.map((r) => toReviewRow(r, page.receivedAt));
-        const walkNewest = newest;
-        const written = await db.knex.transaction(async (trx) => {
-          // Rows and checkpoint are one transaction, so a server crash can only lose both together
-          // (the walk then re-reads those pages): no need to wait for the WAL flush of every page.
-          if (db.backend === 'postgres') await trx.raw('set local synchronous_commit = off');
-          await walk.fence(trx);
-          const result = await upsertReviews(trx, db, rows, 'feed');
-          const quarantined = await quarantineRecords(trx, db, page.rejected ?? [], 'feed');
-          if (page.nextCursor === null) await walk.complete(trx, walkNewest);
-          else if (walk.backfill === undefined)
-            await writeCheckpoint(trx, db, walk.job, {
-              watermark: walk.state.watermark,
-              cursor: page.nextCursor,
-              walkSince: walk.plan.since,
-              walkNewest,
-              walkStartedAt: walk.walkStartedAt,
-            });
-          return { ...result, quarantined };
-        });
+        }
+        for (const r of inRange) pending.rows.push(toReviewRow(r, page.receivedAt));
         for (const r of page.rejected ?? []) {
+          pending.rejected.push(r);
           const id = (r.raw as { id?: unknown } | null)?.id;
           log.warn(
             { job: walk.job, reviewId: typeof id === 'string' ? id : null, reason: r.reason },
             'review quarantined',
           );
         }
-        if (page.rejected?.length) addCount(counts, 'quarantined', page.rejected.length);
-        metrics?.reviewsQuarantined.inc(written.quarantined);
-        addCount(counts, 'pages');
-        addCount(counts, 'fetched', page.items.length);
-        addCount(counts, 'inserted', written.inserted);
-        addCount(counts, 'updated', written.updated);
-        metrics?.reviewsUpserted.inc({ source: 'feed', outcome: 'inserted' }, written.inserted);
-        metrics?.reviewsUpserted.inc({ source: 'feed', outcome: 'updated' }, written.updated);
+        pending.pages++;
+        pending.fetched += page.items.length;
+        pending.nextCursor = page.nextCursor;
+        pending.walkNewest = newest;
+        const full =
+          pending.rows.length >= WRITE_BATCH_ROWS || Date.now() - pending.startedAt >= WRITE_BATCH_MS;
+        // Stopping: what was fetched is written first, so the next run does not read it again.
+        if (page.nextCursor === null || full || signal?.aborted) await startWrite();
         signal?.throwIfAborted();
       }
+      await writing;
       return newest;
     } catch (error) {
+      await writing?.catch(() => {});
       // A checkpointed cursor the platform no longer accepts (expired, or the platform was
       // reset): restart the same walk from its newest page, keeping its `since`.
       const staleCursor =
