@@ -1,5 +1,6 @@
 import { validate as validateCron } from 'node-cron';
 import { z } from 'zod';
+import { FatalError } from '../errors.js';
 import { UNKNOWN_OUTCOME_POLICIES, type UnknownOutcomePolicy } from '../push/events/sendPolicy.js';
 
 /**
@@ -264,7 +265,8 @@ export interface Config {
   };
 }
 
-export class ConfigError extends Error {
+/** Bad configuration: fatal (no retry helps until someone changes it), and exit code 2 at the CLI. */
+export class ConfigError extends FatalError {
   override readonly name = 'ConfigError';
 }
 

@@ -58,9 +58,7 @@ const CLI_LEASE_WAIT_MS = 10 * 60_000;
  * lost — may pass, and the next tick retries.
  */
 export function errorKindOf(error: unknown): ErrorKind {
-  return error instanceof FatalError || (error as { name?: unknown } | null)?.name === 'ConfigError'
-    ? 'fatal'
-    : 'retryable';
+  return error instanceof FatalError ? 'fatal' : 'retryable';
 }
 
 /** Counts a run that did not happen because the job is already running (here or on another replica). */

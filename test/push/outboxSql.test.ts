@@ -5,6 +5,8 @@ import {
   enqueueEvents,
   type NewEvent,
   pruneOutbox,
+  readOutboxBacklog,
+  readOutboxStats,
   recordDecisions,
   releaseExpiredClaims,
 } from '../../src/push/events/outboxSql.js';
@@ -121,5 +123,23 @@ describe('outbox SQL', () => {
     await db.knex(db.table('event_keys')).update({ sent_at: db.knex.raw("now() - interval '401 days'") });
     expect(await pruneOutbox(db.knex, db, 7, 400)).toEqual({ pruned: 0, keysForgotten: 1 });
     expect(await enqueueEvents(db.knex, db, [event('c1')])).toBe(1);
+  });
+
+  it('reads the backlog gauges from the rows still to send alone, agreeing with the full statistics', async () => {
+    await outbox().del();
+    await enqueueEvents(db.knex, db, ['g1', 'g2', 'g3', 'g4'].map(event));
+    await outbox().where({ idempotency_key: 'g1' }).update({ state: 'sent', sent_at: db.knex.fn.now() });
+    await outbox().where({ idempotency_key: 'g2' }).update({ state: 'sending', claimed_by: 'w' });
+    await outbox()
+      .where({ idempotency_key: 'g3' })
+      .update({ enqueued_at: db.knex.raw("now() - interval '90 seconds'") });
+    const backlog = await readOutboxBacklog(db.knex, db);
+    const stats = await readOutboxStats(db.knex, db);
+    expect(backlog.backlog).toBe(3);
+    expect(backlog.backlog).toBe(stats.backlog);
+    expect(backlog.oldestPendingSeconds).toBeGreaterThanOrEqual(90);
+    expect(backlog.oldestPendingSeconds).toBeCloseTo(stats.oldestPendingSeconds, 0);
+    await outbox().del();
+    expect(await readOutboxBacklog(db.knex, db)).toEqual({ backlog: 0, oldestPendingSeconds: 0 });
   });
 });

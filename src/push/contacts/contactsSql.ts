@@ -97,8 +97,8 @@ export async function appendPushLog(
 }
 
 /** Keeps the row log from growing without bound. */
-export async function prunePushLog(q: Queryable, db: Tables, retentionDays: number): Promise<number> {
-  return q(db.table('contact_push_log'))
+export async function prunePushLog(q: Queryable, db: Tables, retentionDays: number): Promise<void> {
+  await q(db.table('contact_push_log'))
     .where('at', '<', q.raw(`now() - make_interval(days => ?)`, [retentionDays]))
     .del();
 }

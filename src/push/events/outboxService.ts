@@ -6,7 +6,7 @@ import type { Metrics } from '../../metrics.js';
 import { DEFAULT_BACKOFF } from '../../partner-api/retryPolicy.js';
 import { OutboxListener } from './outboxListener.js';
 import { OutboxSender, type OutboxSenderDeps } from './outboxSender.js';
-import { pruneOutbox, readOutboxStats } from './outboxSql.js';
+import { pruneOutbox, readOutboxBacklog } from './outboxSql.js';
 
 const PRUNE_EVERY_MS = 60 * 60 * 1000;
 
@@ -78,7 +78,7 @@ export class OutboxService {
           lastPrune = Date.now();
           if (pruned.pruned + pruned.keysForgotten > 0) log.info(pruned, 'outbox pruned');
         }
-        const stats = await readOutboxStats(db.knex, db);
+        const stats = await readOutboxBacklog(db.knex, db);
         metrics?.outboxBacklog.set(stats.backlog);
         metrics?.outboxOldestPending.set(stats.oldestPendingSeconds);
         failures = 0;

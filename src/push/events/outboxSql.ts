@@ -306,6 +306,29 @@ export interface OutboxStats {
   possibleDuplicates: number;
 }
 
+/**
+ * What the backlog gauges need, read every poll: only the rows still to send, through the partial
+ * indexes on pending and sending rows, so the sent rows kept for the retention are never scanned.
+ */
+export async function readOutboxBacklog(
+  q: Queryable,
+  db: Tables,
+): Promise<Pick<OutboxStats, 'backlog' | 'oldestPendingSeconds'>> {
+  const row: { backlog: string | number; oldest: string | number | null } | undefined = await q(
+    db.table('events_outbox'),
+  )
+    .whereIn('state', ['pending', 'sending'])
+    .first(
+      q.raw('count(*) as backlog'),
+      q.raw("extract(epoch from now() - min(enqueued_at) filter (where state = 'pending')) as oldest"),
+    );
+  return {
+    backlog: Number(row?.backlog ?? 0),
+    oldestPendingSeconds: row?.oldest == null ? 0 : Math.max(0, Number(row.oldest)),
+  };
+}
+
+/** Every state's count, for `status` and the CLI: reads the whole table. */
 export async function readOutboxStats(q: Queryable, db: Tables): Promise<OutboxStats> {
   const rows: Array<{
     state: string;
