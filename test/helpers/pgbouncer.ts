@@ -60,9 +60,18 @@ export async function startPgBouncer(
     ? spawn('runuser', ['-u', 'postgres', '--', 'pgbouncer', ini], { stdio: 'ignore' })
     : spawn('pgbouncer', [ini], { stdio: 'ignore' });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  let spawnError: Error | undefined;
+  child.once('error', (error) => {
+    spawnError = error;
+  });
   const log = () => readFile(join(dir, 'pgbouncer.log'), 'utf8').catch(() => '');
   const deadline = Date.now() + 15_000;
   while (!(await canConnect(port))) {
+    if (spawnError !== undefined) {
+      throw new Error(
+        `pgbouncer could not be started (${spawnError.message}): install the Debian package pgbouncer, as .ci/run does`,
+      );
+    }
     if (child.exitCode !== null || Date.now() > deadline) {
       throw new Error(`pgbouncer did not start:\n${await log()}`);
     }
