@@ -6,7 +6,7 @@ import type { Db } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import type { Queryable } from '../db/queryable.js';
 import { JOB } from '../jobs/jobNames.js';
-import { JobLease } from '../jobs/lease.js';
+import { CLI_LEASE_WAIT_MS, JobLease } from '../jobs/lease.js';
 import { REPLICA_ID } from '../jobs/replicaIdentity.js';
 import { checkpointToJson, parseStateJson } from '../pull/syncStateJson.js';
 import { deleteCheckpoint, readCheckpoint, writeCheckpoint } from '../pull/syncStateSql.js';
@@ -14,8 +14,6 @@ import { listenForShutdown } from '../shutdownSignal.js';
 
 /** The jobs that keep a watermark and a resumable walk in `sync_state`. */
 const STATEFUL_JOBS = [JOB.reviews, JOB.reconcile] as const;
-/** Like the CLI's sync: queue behind a run of the daemon's this long at most. */
-const LEASE_WAIT_MS = 10 * 60_000;
 
 const jobOption = () =>
   new Option('--job <name>', 'the job whose state it is').choices(STATEFUL_JOBS).makeOptionMandatory();
@@ -100,7 +98,7 @@ async function underLease<T>(
       const settings = { holder: REPLICA_ID, seconds: ctx.config.jobs.leaseSeconds };
       const lease = await JobLease.acquire(db, job, settings, ctx.log, {
         signal: stop.signal,
-        maxWaitMs: LEASE_WAIT_MS,
+        maxWaitMs: CLI_LEASE_WAIT_MS,
       });
       try {
         return await db.knex.transaction(async (trx) => {

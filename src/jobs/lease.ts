@@ -15,6 +15,9 @@ export class LeaseLostError extends Error {
  */
 export type Fence = (trx: Queryable) => Promise<void>;
 
+/** The CLI queues behind a run of the daemon's at most this long (a long reconcile), then says so. */
+export const CLI_LEASE_WAIT_MS = 10 * 60_000;
+
 /** For runs that hold no lease: a dry run, a job that is not exclusive. */
 export const NO_FENCE: Fence = async () => {};
 

@@ -3,7 +3,7 @@ import { describeError, FatalError } from '../errors.js';
 import type { Logger, SecretScrubber } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { JobName } from './jobNames.js';
-import { type Fence, JobLease, type LeaseSettings, NO_FENCE } from './lease.js';
+import { CLI_LEASE_WAIT_MS, type Fence, JobLease, type LeaseSettings, NO_FENCE } from './lease.js';
 import { REPLICA_ID } from './replicaIdentity.js';
 import type { RunCounts } from './runCounts.js';
 import { type ErrorKind, finishRun, startRun } from './syncRunsSql.js';
@@ -49,8 +49,6 @@ export interface RunnerDeps {
 }
 
 export const DEFAULT_LEASE_SECONDS = 30;
-/** The CLI queues behind a run of the daemon's at most this long (a long reconcile), then says so. */
-const CLI_LEASE_WAIT_MS = 10 * 60_000;
 
 /**
  * Fatal errors (a bad API key, a contract the platform broke, bad configuration) will fail every

@@ -123,14 +123,15 @@ export async function provision(
     plan.professionals,
     options.concurrency,
     perRecord(signal, async (spec, result) => {
-      const location = spec.location === undefined ? { id: undefined } : await locationOf(spec.location);
-      if ('error' in location) return fail(result, location.error);
       const existing = await readIfExists(() => api.professionals.get(spec.body.slug, signal));
       if (existing !== undefined) {
         settle(result, options.dryRun ? 'exists' : 'existed', existing);
         found.set(result, { kind: 'professional', record: existing });
         return;
       }
+      // Only a professional still to create needs its location to exist.
+      const location = spec.location === undefined ? { id: undefined } : await locationOf(spec.location);
+      if ('error' in location) return fail(result, location.error);
       if (options.dryRun) {
         result.outcome = 'would-create';
         return;
