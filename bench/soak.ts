@@ -1,0 +1,453 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { type AddressInfo, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { type Db, openDb } from '../src/db/connect.js';
+import { SandboxControl, type Truth } from '../src/sandbox/controlClient.js';
+import { makeRandom } from '../src/sandbox/random.js';
+import { startSandbox } from '../src/sandbox/server.js';
+
+/**
+ * `npm run soak [-- --seconds N --replicas N --seed S]`: the daemon (one or two replicas) against
+ * the sandbox while a seeded driver does everything at once — reviews in bursts, suppressions,
+ * directory changes, CRM exports with changed, duplicate and invalid rows, events through SQL,
+ * provisioning, API faults, duplicated and reordered webhooks, SIGKILLs — then, faults off, checks
+ * that the mirror and the platform agree exactly. Prints one summary line; exits 1 naming every
+ * difference. The database is SOAK_DATABASE_URL, else the local PostgreSQL.
+ */
+const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
+const { values: args } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '600' },
+    replicas: { type: 'string', default: '1' },
+    seed: { type: 'string', default: '7' },
+  },
+});
+const SECONDS = Number(args.seconds);
+const REPLICAS = Number(args.replicas);
+const SEED = Number(args.seed);
+const DATABASE_URL = process.env.SOAK_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+const random = makeRandom(SEED);
+const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
+
+interface Replica {
+  readonly env: NodeJS.ProcessEnv;
+  child: ChildProcess | undefined;
+  log: string;
+}
+
+/** A CRM contact as the driver last wrote it: what the platform must hold at the end. */
+interface Person {
+  readonly email: string;
+  readonly externalId: string;
+  name: string;
+}
+
+const differences: string[] = [];
+const differ = (what: string) => {
+  if (differences.length < 50) differences.push(what);
+};
+
+/** A port nothing listens on now (the daemon's HTTP port must be known before it starts). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+async function runCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string }> {
+  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (out += d));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  return { code, out };
+}
+
+function start(replica: Replica): void {
+  const child = spawn(process.execPath, [CLI, 'run'], {
+    env: replica.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout!.setEncoding('utf8').on('data', (d: string) => (replica.log += d));
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (replica.log += d));
+  replica.child = child;
+}
+
+async function stop(replica: Replica, signal: NodeJS.Signals): Promise<void> {
+  const child = replica.child;
+  if (child === undefined || child.exitCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill(signal);
+  await exited;
+}
+
+async function waitUntil(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe())) {
+    if (Date.now() > deadline) {
+      differ(`${what}: not reached within ${timeoutMs / 1000} s`);
+      return;
+    }
+    await sleep(500);
+  }
+}
+
+const csvCell = (v: string) => (/[",\n]/.test(v) ? `"${v.replaceAll('"', '""')}"` : v);
+
+async function main(): Promise<void> {
+  const sandbox = await startSandbox({
+    port: 0,
+    seed: SEED,
+    seedReviews: 300,
+    allowHttpWebhooks: true,
+    timeScale: 0.01,
+    surveyDelayMs: 500,
+  });
+  const control = new SandboxControl(sandbox.url);
+  const schema = `soak_${randomBytes(4).toString('hex')}`;
+  const work = await mkdtemp(join(tmpdir(), 'rm-soak-'));
+  const inbox = join(work, 'inbox');
+  await mkdir(inbox);
+  const replicas: Replica[] = [];
+  for (let i = 0; i < REPLICAS; i++) {
+    const httpPort = await freePort();
+    replicas.push({
+      child: undefined,
+      log: '',
+      env: {
+        ...process.env,
+        DATABASE_URL,
+        DB_SCHEMA: schema,
+        DATA_DIR: join(work, `data-${i}`),
+        REVIEWS_API_URL: sandbox.url,
+        REVIEWS_API_KEY: sandbox.apiKey,
+        HTTP_HOST: '127.0.0.1',
+        HTTP_PORT: String(httpPort),
+        ADMIN_HOST: '127.0.0.1',
+        ADMIN_PORT: String(await freePort()),
+        // The platform delivers to the first replica; the poll covers whatever it misses.
+        WEBHOOK_PUBLIC_URL: i === 0 ? `http://127.0.0.1:${httpPort}/webhooks/review-created` : '',
+        SYNC_REVIEWS_CRON: '*/3 * * * * *',
+        SYNC_DIRECTORY_CRON: '*/10 * * * * *',
+        SYNC_RECONCILE_CRON: '*/45 * * * * *',
+        WEBHOOK_HEALTH_CRON: '*/10 * * * * *',
+        CRM_INBOX_DIR: inbox,
+        CRM_INBOX_CRON: '*/2 * * * * *',
+        CRM_INBOX_SETTLE_SECONDS: '1',
+        EVENTS_POLL_SECONDS: '1',
+        EVENTS_LEASE_SECONDS: '5',
+        EVENTS_MAX_ATTEMPTS: '50',
+        JOB_LEASE_SECONDS: '5',
+        API_REQUEST_TIMEOUT_SECONDS: '2',
+        LOG_LEVEL: 'info',
+      },
+    });
+  }
+  const db: Db = await openDb({ url: DATABASE_URL, schema, poolMax: 2, dataDir: undefined });
+  const people = new Map<string, Person>();
+  const eventKeys: string[] = [];
+  let invalidRows = 0;
+  let replacedRows = 0;
+  let files = 0;
+  let kills = 0;
+  let suppressed = 0;
+  const started = Date.now();
+  try {
+    for (const r of replicas) start(r);
+    // Migrations and the first sync: then the driver starts.
+    await waitUntil(
+      'first start',
+      async () => await db.knex.schema.withSchema(schema).hasTable('job_leases'),
+      60_000,
+    );
+
+    const deadline = started + SECONDS * 1000;
+    let nextKill = started + (SECONDS * 1000) / 5;
+    let faultsOn = false;
+    for (let tick = 0; Date.now() < deadline; tick++) {
+      // Reviews: bursts and quiet spells.
+      if (random() < 0.6) {
+        const burst = random() < 0.2 ? 20 : Math.floor(random() * 4);
+        if (burst > 0)
+          await control.submitReviews(
+            sandbox.companyId,
+            Array.from({ length: burst }, () => ({})),
+          );
+      }
+      if (tick % 15 === 7) {
+        const visible = await control.visibleReviews(sandbox.companyId);
+        if (visible.length > 0) {
+          await control.suppress(pick(visible).id);
+          suppressed++;
+        }
+      }
+      if (tick % 40 === 20) {
+        const truth = await control.truth(sandbox.companyId);
+        const hidden = truth.reviews.filter((r) => r.suppressed);
+        if (hidden.length > 0) {
+          await control.unsuppress(pick(hidden).id);
+          suppressed--;
+        }
+        const who = truth.professionals.length > 0 ? pick(truth.professionals) : undefined;
+        if (who)
+          await control.setDirectoryActive(sandbox.companyId, 'professionals', who.slug, random() < 0.5);
+      }
+      // A CRM export: new people, changed names, a duplicate row and an invalid one.
+      if (tick % 10 === 3) {
+        const rows: string[] = ['email,name,external_id'];
+        for (let n = 0; n < 8; n++) {
+          const existing = people.size > 0 && random() < 0.4 ? pick([...people.values()]) : undefined;
+          const person = existing ?? {
+            email: `p${people.size}.${SEED}@soak.example`,
+            externalId: `crm-${people.size}`,
+            name: '',
+          };
+          person.name = `Person ${person.externalId} v${tick}`;
+          people.set(person.email, person);
+          rows.push([person.email, person.name, person.externalId].map(csvCell).join(','));
+        }
+        const again = pick([...people.values()]);
+        again.name = `${again.name} (again)`;
+        rows.push([again.email, again.name, again.externalId].map(csvCell).join(','));
+        rows.push(`not-an-email-${tick},Nobody,crm-bad-${tick}`);
+        invalidRows++;
+        // A row whose email comes again later in the file is replaced, and reported as such.
+        const emails = rows.slice(1).map((row) => row.split(',')[0]);
+        replacedRows += emails.filter((email, i) => emails.indexOf(email, i + 1) !== -1).length;
+        const name = `contacts-${String(++files).padStart(4, '0')}.csv`;
+        // Written elsewhere, then moved in whole, as an export job should.
+        await writeFile(join(work, name), `${rows.join('\n')}\n`);
+        await rename(join(work, name), join(inbox, name));
+      }
+      // Events from the partner's application, in its own transactions.
+      if (random() < 0.5) {
+        const key = `soak-${SEED}-${tick}`;
+        await db.knex
+          .raw('select ??(?, ?, ?, ?::jsonb)', [
+            `${schema}.enqueue_event`,
+            `event${tick}@soak.example`,
+            'matter.closed',
+            key,
+            JSON.stringify({ k: key }),
+          ])
+          .then(
+            () => eventKeys.push(key),
+            (error: unknown) => differ(`enqueue ${key} failed: ${(error as Error).message}`),
+          );
+      }
+      // Provisioning, twice: the second run must create nothing.
+      if (tick === 30 || tick === 60) {
+        const file = join(work, 'team.yaml');
+        await writeFile(
+          file,
+          `locations:\n  - {name: Soak Office, slug: soak-office}\nprofessionals:\n${[1, 2, 3]
+            .map(
+              (i) =>
+                `  - {first_name: Soak, last_name: P${i}, email: soak${i}.${SEED}@soak.example, location: soak-office}`,
+            )
+            .join('\n')}\n`,
+        );
+        const result = await runCli(['provision', file], replicas[0]!.env);
+        if (tick === 60 && !/existed/.test(result.out))
+          differ(`second provision created again:\n${result.out}`);
+      }
+      // Faults, on and off.
+      if (tick % 30 === 0) {
+        faultsOn = !faultsOn;
+        await control.setFaults(
+          faultsOn
+            ? {
+                partner: {
+                  error500: 0.05,
+                  error429: 0.03,
+                  retryAfterSeconds: 1,
+                  hang: 0.01,
+                  truncated: 0.02,
+                },
+                webhooks: { duplicate: 0.3, reorder: true, failFirst: 1 },
+              }
+            : {},
+        );
+      }
+      // A replica dies and comes back.
+      if (Date.now() > nextKill) {
+        const victim = pick(replicas);
+        await stop(victim, 'SIGKILL');
+        kills++;
+        await sleep(2_000);
+        start(victim);
+        nextKill += (SECONDS * 1000) / 5;
+      }
+      await sleep(500);
+    }
+
+    // Faults off; everything drains; one reconcile and a full directory read.
+    await control.setFaults({});
+    await waitUntil(
+      'inbox processed',
+      async () => (await readdir(inbox)).every((n) => n === 'processed' || n === 'failed'),
+      120_000,
+    );
+    await waitUntil(
+      'outbox drained',
+      async () =>
+        Number((await db.knex(`${schema}.events_outbox`).whereNot({ state: 'sent' }).count())[0]!.count) ===
+        0,
+      120_000,
+    );
+    for (const target of [['reviews', '--full'], ['locations'], ['professionals', '--full']]) {
+      const result = await runCli(['sync', ...target], replicas[0]!.env);
+      if (result.code !== 0) differ(`sync ${target.join(' ')} failed: ${result.out.trim()}`);
+    }
+    const truth = await control.truth(sandbox.companyId);
+    const summary = await verify(
+      db,
+      schema,
+      truth,
+      people,
+      eventKeys,
+      invalidRows + replacedRows,
+      inbox,
+      replicas,
+      sandbox.apiKey,
+    );
+    process.stdout.write(
+      `soak: seconds=${SECONDS} replicas=${REPLICAS} seed=${SEED} ${Object.entries(summary)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(
+          ' ',
+        )} kills=${kills} suppressed_now=${suppressed} files=${files} differences=${differences.length}\n`,
+    );
+  } finally {
+    for (const r of replicas) await stop(r, 'SIGTERM');
+    await db.knex.raw('drop schema if exists ?? cascade', [schema]).catch(() => {});
+    await db.close();
+    await sandbox.close();
+    await rm(work, { recursive: true, force: true });
+  }
+  for (const d of differences) process.stderr.write(`soak: ${d}\n`);
+  if (differences.length > 0) process.exitCode = 1;
+}
+
+async function verify(
+  db: Db,
+  schema: string,
+  truth: Truth,
+  people: Map<string, Person>,
+  eventKeys: string[],
+  /** Invalid rows and replaced duplicates: every one a line of some report. */
+  reportedRows: number,
+  inbox: string,
+  replicas: Replica[],
+  apiKey: string,
+): Promise<Record<string, number>> {
+  const t = (name: string) => `${schema}.${name}`;
+  // Reviews: the visible ones current in the mirror, field by field; the hidden ones removed.
+  const mirror = new Map((await db.knex(t('reviews'))).map((r) => [r.id as string, r]));
+  let removed = 0;
+  for (const review of truth.reviews) {
+    const row = mirror.get(review.id);
+    const visible = review.public && !review.suppressed;
+    if (visible) {
+      if (row === undefined || row.removed_at !== null)
+        differ(`review ${review.id} visible but not current in the mirror`);
+      else if (Number(row.rating) !== review.rating || row.comment !== review.comment)
+        differ(`review ${review.id} differs`);
+    } else if (row !== undefined) {
+      if (row.removed_at === null)
+        differ(`review ${review.id} hidden on the platform but current in the mirror`);
+      else removed++;
+    }
+  }
+  const known = new Set(truth.reviews.map((r) => r.id));
+  for (const id of mirror.keys()) if (!known.has(id)) differ(`review ${id} unknown to the platform`);
+
+  // The directory, with survey URLs.
+  for (const [table, records] of [
+    ['locations', truth.locations],
+    ['professionals', truth.professionals],
+  ] as const) {
+    const rows = new Map((await db.knex(t(table))).map((r) => [String(r.id), r]));
+    for (const record of records) {
+      const row = rows.get(String(record.id));
+      if (row === undefined || row.removed_at !== null)
+        differ(`${table} ${record.slug} missing from the mirror`);
+      else if (row.active !== record.active || row.default_survey_url !== record.default_survey_url) {
+        differ(`${table} ${record.slug} differs (active, survey URL)`);
+      }
+    }
+  }
+
+  // Contacts: each valid one on the platform with its latest content.
+  const contacts = new Map(truth.contacts.map((c) => [c.email, c]));
+  for (const person of people.values()) {
+    const contact = contacts.get(person.email);
+    if (contact === undefined) differ(`contact ${person.email} not on the platform`);
+    else if (contact.name !== person.name || contact.external_id !== person.externalId) {
+      differ(`contact ${person.email} is "${contact.name}", last exported "${person.name}"`);
+    }
+  }
+
+  // Events: once by key, or at most twice where the outbox counted a possible duplicate.
+  const sent = new Map<string, number>();
+  for (const e of truth.events) sent.set(String(e.metadata?.k), (sent.get(String(e.metadata?.k)) ?? 0) + 1);
+  const flagged = new Set(
+    await db.knex(t('events_outbox')).where({ possible_duplicate: true }).pluck('idempotency_key'),
+  );
+  let duplicates = 0;
+  for (const key of eventKeys) {
+    const times = sent.get(key) ?? 0;
+    if (times === 0) differ(`event ${key} never sent`);
+    if (times > 1) {
+      duplicates++;
+      if (!flagged.has(key) || times > 2)
+        differ(`event ${key} sent ${times} times (flagged: ${flagged.has(key)})`);
+    }
+  }
+
+  // Every invalid row and replaced duplicate is in a report beside its file.
+  let reported = 0;
+  for (const dir of ['processed', 'failed']) {
+    for (const name of await readdir(join(inbox, dir)).catch(() => [] as string[])) {
+      if (!name.endsWith('.rejects.csv')) continue;
+      const text = await readFile(join(inbox, dir, name), 'utf8');
+      reported += text.trim().split('\n').length - 1;
+    }
+  }
+  if (reported !== reportedRows)
+    differ(`${reportedRows} invalid or replaced rows exported, ${reported} reported`);
+
+  // Every delivery the daemon acknowledged is in the mirror.
+  const acknowledged = new Set(
+    truth.deliveries.filter((d) => d.state === 'delivered').map((d) => d.review_id),
+  );
+  for (const id of acknowledged)
+    if (!mirror.has(id)) differ(`acknowledged delivery of ${id} not in the mirror`);
+
+  // No secret in any log line.
+  const secrets = [apiKey, ...truth.webhooks.map((w) => w.signing_secret)];
+  for (const [i, r] of replicas.entries()) {
+    for (const secret of secrets) if (r.log.includes(secret)) differ(`replica ${i}'s log holds a secret`);
+  }
+  return {
+    reviews: truth.reviews.length,
+    removed,
+    locations: truth.locations.length,
+    professionals: truth.professionals.length,
+    contacts: people.size,
+    events: eventKeys.length,
+    duplicates,
+    rejected: reported,
+    webhooks_acknowledged: acknowledged.size,
+  };
+}
+
+await main();
