@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { type AddressInfo, createServer } from 'node:net';
@@ -26,11 +26,14 @@ const { values: args } = parseArgs({
     seconds: { type: 'string', default: '600' },
     replicas: { type: 'string', default: '1' },
     seed: { type: 'string', default: '7' },
+    // Restarts the PostgreSQL cluster of this machine once, halfway (pg_ctlcluster: needs root).
+    'restart-postgres': { type: 'boolean', default: false },
   },
 });
 const SECONDS = Number(args.seconds);
 const REPLICAS = Number(args.replicas);
 const SEED = Number(args.seed);
+const RESTART_POSTGRES = args['restart-postgres'] === true;
 const DATABASE_URL = process.env.SOAK_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 const random = makeRandom(SEED);
 const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
@@ -158,6 +161,7 @@ async function main(): Promise<void> {
   let replacedRows = 0;
   let files = 0;
   let kills = 0;
+  let restarted = false;
   let suppressed = 0;
   const started = Date.now();
   try {
@@ -238,10 +242,71 @@ async function main(): Promise<void> {
             key,
             JSON.stringify({ k: key }),
           ])
+          // A transaction that failed (the database restarting) enqueued nothing: no key to expect.
           .then(
             () => eventKeys.push(key),
-            (error: unknown) => differ(`enqueue ${key} failed: ${(error as Error).message}`),
+            () => {},
           );
+      }
+      // Events also arrive as files in the inbox, and through the CLI.
+      if (tick % 20 === 11) {
+        const keys = [0, 1, 2].map((n) => `soak-file-${SEED}-${tick}-${n}`);
+        const rows = keys.map((key) =>
+          [key, `${key}@soak.example`, 'matter.closed', JSON.stringify({ k: key })].map(csvCell).join(','),
+        );
+        const name = `events-${String(++files).padStart(4, '0')}.csv`;
+        await writeFile(join(work, name), `event_id,email,event_type,metadata\n${rows.join('\n')}\n`);
+        await rename(join(work, name), join(inbox, name));
+        eventKeys.push(...keys);
+      }
+      if (tick % 25 === 13) {
+        const key = `soak-cli-${SEED}-${tick}`;
+        const sent = await runCli(
+          [
+            'events',
+            'send',
+            '--email',
+            `${key}@soak.example`,
+            '--type',
+            'matter.closed',
+            '--key',
+            key,
+            '--metadata',
+            JSON.stringify({ k: key }),
+          ],
+          replicas[0]!.env,
+        );
+        if (sent.code === 0) eventKeys.push(key);
+      }
+      // Locations come and go on the platform's side too.
+      if (tick % 30 === 17) {
+        // Through the partner API, faults and all: bounded, and a failure is just a branch not opened.
+        await fetch(`${sandbox.url}/api/v1/partner/locations`, {
+          method: 'POST',
+          headers: { 'x-api-key': sandbox.apiKey, 'content-type': 'application/json' },
+          body: JSON.stringify({ name: `Branch ${tick}`, slug: `branch-${tick}` }),
+          signal: AbortSignal.timeout(3_000),
+        })
+          .then((res) => res.arrayBuffer())
+          .catch(() => {});
+        const { locations } = await control.truth(sandbox.companyId);
+        if (locations.length > 0) {
+          await control.setDirectoryActive(
+            sandbox.companyId,
+            'locations',
+            pick(locations).slug,
+            random() < 0.5,
+          );
+        }
+      }
+      // The database restarts once, halfway.
+      if (RESTART_POSTGRES && !restarted && Date.now() > started + (SECONDS * 1000) / 2) {
+        restarted = true;
+        const cluster = (await readdir('/etc/postgresql'))[0]!;
+        const result = spawnSync('pg_ctlcluster', ['--skip-systemctl-redirect', cluster, 'main', 'restart'], {
+          encoding: 'utf8',
+        });
+        if (result.status !== 0) differ(`PostgreSQL did not restart: ${result.stderr.trim()}`);
       }
       // Provisioning, twice: the second run must create nothing.
       if (tick === 30 || tick === 60) {
@@ -324,7 +389,7 @@ async function main(): Promise<void> {
         .map(([k, v]) => `${k}=${v}`)
         .join(
           ' ',
-        )} kills=${kills} suppressed_now=${suppressed} files=${files} differences=${differences.length}\n`,
+        )} kills=${kills} postgres_restarts=${restarted ? 1 : 0} suppressed_now=${suppressed} files=${files} differences=${differences.length}\n`,
     );
   } finally {
     for (const r of replicas) await stop(r, 'SIGTERM');
