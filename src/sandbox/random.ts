@@ -50,13 +50,16 @@ const uuidBytes = Buffer.alloc(36);
 
 /**
  * A well-formed UUID v4 drawn from `random`, so seeded data gets the same ids on every run.
+ * `firstWord`, when given, is its first 32 bits instead of a draw: a stream seeded with 32 bits
+ * has only 2^32 possible ids, so a million of them collide about a hundred times (birthday
+ * bound), while a distinct first word per record makes collisions impossible.
  * Written into a buffer and decoded once: a flat 36-byte string, where concatenation would leave
  * a tree of string fragments that costs several times the memory across a million reviews.
  */
-export function seededUuid(random: Random): string {
+export function seededUuid(random: Random, firstWord?: number): string {
   let at = 0;
   for (let word = 0; word < 4; word++) {
-    let bits = Math.floor(random() * 4294967296);
+    let bits = word === 0 && firstWord !== undefined ? firstWord >>> 0 : Math.floor(random() * 4294967296);
     for (let nibble = 0; nibble < 8; nibble++) {
       if (at === 8 || at === 13 || at === 18 || at === 23) uuidBytes[at++] = 0x2d;
       let value = bits >>> 28;

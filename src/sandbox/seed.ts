@@ -1,4 +1,4 @@
-import { Mulberry32, makeRandom, mixSeed, type Random, seededUuid } from './random.js';
+import { Mulberry32, makeRandom, mixSeed, type Random, scramble32, seededUuid } from './random.js';
 import type { Company, ReviewRecord, Store } from './store.js';
 
 /**
@@ -50,6 +50,8 @@ export function seededReviews(
     name,
   }));
   const reviews = new Array<ReviewRecord>(count);
+  // Distinct per index within the company (scramble32 is a bijection): ids can never collide.
+  const idBase = mixSeed(seed, company.ordinal, 0x6964);
   const generator = new Mulberry32(0);
   const random: Random = () => generator.next();
   for (let n = 0; n < count; n++) {
@@ -62,7 +64,7 @@ export function seededReviews(
     const professional = random() < 0.4 ? pick(random, professionals) : null;
     const anonymous = random() < 0.05;
     reviews[n] = {
-      id: seededUuid(random),
+      id: seededUuid(random, scramble32((idBase + i) >>> 0)),
       companyId: company.id,
       number: store.nextReviewNumber(),
       createdMs: SEED_ANCHOR_MS - slot * STEP_MS - jitter,
