@@ -14,22 +14,23 @@ import { makeLogger, SecretScrubber } from '../src/log.js';
 import { type PushContactsOptions, pushContacts } from '../src/push/contacts/pushContacts.js';
 import { startSandbox } from '../src/sandbox/server.js';
 import { crmExport } from './crmExport.js';
-import { type BenchResult, benchApi, medianSeconds } from './harness.js';
+import { type BenchOptions, type BenchResult, benchApi, medianSeconds } from './harness.js';
 
-const DIFF_PEOPLE = 100_000;
-const SEND_PEOPLE = 10_000;
+const diffPeople = (o: BenchOptions) => (o.quick ? 2_000 : 100_000);
+const sendPeople = (o: BenchOptions) => (o.quick ? 500 : 10_000);
 const CONCURRENCY = 16;
 
 const log = makeLogger({ level: 'silent', scrubber: new SecretScrubber() });
 const scrubber = new SecretScrubber();
 
 async function withSchema<T>(
+  bench: BenchOptions,
   prefix: string,
   fn: (db: Db) => Promise<T>,
 ): Promise<{ result: T; backend: string }> {
   const schema = `${prefix}_${randomBytes(4).toString('hex')}`;
   const db = await openDb({
-    url: process.env.BENCH_DATABASE_URL || undefined,
+    url: bench.databaseUrl,
     schema,
     poolMax: 4,
     dataDir: undefined,
@@ -59,10 +60,11 @@ function options(dryRun: boolean): PushContactsOptions {
  * file through csv-parse and discarding the records; subject = `contacts push --dry-run` of it
  * into a fresh schema (decode, parse, validate, hash, stage, diff against `contacts`).
  */
-export async function benchContactsDiff(): Promise<BenchResult> {
+export async function benchContactsDiff(bench: BenchOptions): Promise<BenchResult[]> {
+  const people = diffPeople(bench);
   const dir = await mkdtemp(join(tmpdir(), 'bench-contacts-'));
   const file = join(dir, 'export.csv');
-  const data = crmExport({ people: DIFF_PEOPLE, seed: 7, version: 0 });
+  const data = crmExport({ people: people, seed: 7, version: 0 });
   await writeFile(file, data.csv);
   const baseline = await medianSeconds(async () => {
     let n = 0;
@@ -72,7 +74,7 @@ export async function benchContactsDiff(): Promise<BenchResult> {
   // A dry run sends nothing: the client only has to exist.
   const api = benchApi({ url: 'http://127.0.0.1:9', apiKey: 'unused-by-a-dry-run' });
   try {
-    const { result: subject, backend } = await withSchema('bench_diff', (db) =>
+    const { result: subject, backend } = await withSchema(bench, 'bench_diff', (db) =>
       medianSeconds(async () => {
         const summary = await pushContacts(
           { db, api, log, scrubber },
@@ -81,16 +83,18 @@ export async function benchContactsDiff(): Promise<BenchResult> {
           {},
           { runId: undefined, fence: NO_FENCE },
         );
-        if (summary.toSend !== DIFF_PEOPLE) throw new Error(`dry run would send ${summary.toSend}`);
+        if (summary.toSend !== people) throw new Error(`dry run would send ${summary.toSend}`);
       }),
     );
-    return {
-      name: 'contacts: read and diff an export',
-      baseline: { label: `csv-parse ${data.rows} rows, discard`, seconds: baseline },
-      subject: { label: `contacts push --dry-run into ${backend}`, seconds: subject },
-      ratio: subject / baseline,
-      details: { rows: data.rows, rows_per_second: Math.round(data.rows / subject) },
-    };
+    return [
+      {
+        name: 'contacts: read and diff an export',
+        baseline: { label: `csv-parse ${data.rows} rows, discard`, seconds: baseline },
+        subject: { label: `contacts push --dry-run into ${backend}`, seconds: subject },
+        ratio: subject / baseline,
+        details: { rows: data.rows, rows_per_second: Math.round(data.rows / subject) },
+      },
+    ];
   } finally {
     await api.close();
   }
@@ -101,7 +105,8 @@ export async function benchContactsDiff(): Promise<BenchResult> {
  * subject = `contacts push` of a 10,000-contact export with the same concurrency (every contact
  * recorded pending before and sent after its request, the row log written).
  */
-export async function benchContactsSend(): Promise<BenchResult> {
+export async function benchContactsSend(bench: BenchOptions): Promise<BenchResult[]> {
+  const people = sendPeople(bench);
   const sandbox = await startSandbox({ port: 0, seed: 3, seedReviews: 0 });
   const dir = await mkdtemp(join(tmpdir(), 'bench-contacts-'));
   const api = benchApi(sandbox);
@@ -112,7 +117,7 @@ export async function benchContactsSend(): Promise<BenchResult> {
       const queue = new PQueue({ concurrency: CONCURRENCY });
       const r = round++;
       await Promise.all(
-        Array.from({ length: SEND_PEOPLE }, (_, i) =>
+        Array.from({ length: people }, (_, i) =>
           queue.add(async () => {
             const res = await pool.request({
               method: 'POST',
@@ -134,7 +139,7 @@ export async function benchContactsSend(): Promise<BenchResult> {
     let backend = '';
     for (let run = 0; run < 3; run++) {
       const data = crmExport({
-        people: SEND_PEOPLE,
+        people: people,
         seed: 100 + run,
         version: 0,
         invalidShare: 0,
@@ -143,7 +148,7 @@ export async function benchContactsSend(): Promise<BenchResult> {
       const file = join(dir, `send-${run}.csv`);
       // Other keys each run: every contact is new to the platform, as in the baseline.
       await writeFile(file, data.csv.replaceAll('crm-', `run${run}-`));
-      const { result, backend: b } = await withSchema('bench_send', async (db) => {
+      const { result, backend: b } = await withSchema(bench, 'bench_send', async (db) => {
         const start = process.hrtime.bigint();
         const summary = await pushContacts(
           { db, api, log, scrubber },
@@ -152,7 +157,7 @@ export async function benchContactsSend(): Promise<BenchResult> {
           {},
           { runId: undefined, fence: NO_FENCE },
         );
-        if (summary.sent !== SEND_PEOPLE) throw new Error(`push sent ${summary.sent}`);
+        if (summary.sent !== people) throw new Error(`push sent ${summary.sent}`);
         return Number(process.hrtime.bigint() - start) / 1e9;
       });
       backend = b;
@@ -160,13 +165,15 @@ export async function benchContactsSend(): Promise<BenchResult> {
     }
     times.sort((a, b) => a - b);
     const subject = times[1]!;
-    return {
-      name: 'contacts: send an export',
-      baseline: { label: `${SEND_PEOPLE} bare POSTs, ${CONCURRENCY} in flight`, seconds: baseline },
-      subject: { label: `contacts push of ${SEND_PEOPLE} new contacts into ${backend}`, seconds: subject },
-      ratio: subject / baseline,
-      details: { contacts_per_second: Math.round(SEND_PEOPLE / subject), concurrency: CONCURRENCY },
-    };
+    return [
+      {
+        name: 'contacts: send an export',
+        baseline: { label: `${people} bare POSTs, ${CONCURRENCY} in flight`, seconds: baseline },
+        subject: { label: `contacts push of ${people} new contacts into ${backend}`, seconds: subject },
+        ratio: subject / baseline,
+        details: { contacts_per_second: Math.round(people / subject), concurrency: CONCURRENCY },
+      },
+    ];
   } finally {
     await pool.close();
     await api.close();

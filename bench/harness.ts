@@ -6,6 +6,14 @@ import { DEFAULT_BACKOFF } from '../src/partner-api/retryPolicy.js';
  * Benchmarks report ratios against a baseline measured in the same run, on the same machine,
  * so a result means the same on a laptop and on CI: never an absolute time to assert against.
  */
+/** What `npm run bench` was asked for: small sizes in CI, and which database. */
+export interface BenchOptions {
+  /** Small sizes, every correctness check kept: the harness cannot rot, the figures mean little. */
+  readonly quick: boolean;
+  /** A PostgreSQL server (BENCH_DATABASE_URL); undefined: the embedded database. */
+  readonly databaseUrl: string | undefined;
+}
+
 export interface BenchResult {
   name: string;
   baseline: { label: string; seconds: number };

@@ -11,9 +11,8 @@ import { OutboxSender } from '../src/push/events/outboxSender.js';
 import { OutboxService } from '../src/push/events/outboxService.js';
 import { enqueueEvents } from '../src/push/events/outboxSql.js';
 import { startSandbox } from '../src/sandbox/server.js';
-import { type BenchResult, benchApi, quantile } from './harness.js';
+import { type BenchOptions, type BenchResult, benchApi, quantile } from './harness.js';
 
-const EVENTS = 5_000;
 const CONCURRENCY = 8;
 const LATENCY_SAMPLES = 30;
 
@@ -27,15 +26,16 @@ const body = (i: number, run: string) => ({
 const seconds = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e9;
 
 /**
- * The outbox's throughput and latency. Baseline: a bare loop of the same 5,000 POSTs, 8 in flight.
- * Subjects: the outbox draining 5,000 enqueued events with the same concurrency (claim, send,
+ * The outbox's throughput and latency. Baseline: a bare loop of the same 10,000 POSTs (500 with --quick), 8 in flight.
+ * Subjects: the outbox draining the same number of enqueued events with the same concurrency (claim, send,
  * record each outcome), and — on a PostgreSQL server (BENCH_DATABASE_URL) — graphile-worker 0.17
- * draining 5,000 jobs that make the same POST with the same concurrency, in the same run. Latency:
+ * draining as many jobs that make the same POST with the same concurrency, in the same run. Latency:
  * from the commit of an `enqueue_event` transaction to the row recorded as sent, by a worker woken
  * by NOTIFY (PostgreSQL) or the poll (embedded).
  */
-export async function benchOutbox(): Promise<BenchResult> {
-  const url = process.env.BENCH_DATABASE_URL || undefined;
+export async function benchOutbox(bench: BenchOptions): Promise<BenchResult[]> {
+  const url = bench.databaseUrl;
+  const events = bench.quick ? 500 : 10_000;
   const sandbox = await startSandbox({ port: 0, seed: 5, seedReviews: 0 });
   const api = benchApi(sandbox);
   const pool = new Pool(sandbox.url, { connections: CONCURRENCY });
@@ -56,13 +56,13 @@ export async function benchOutbox(): Promise<BenchResult> {
 
     const bareStart = process.hrtime.bigint();
     const queue = new PQueue({ concurrency: CONCURRENCY });
-    await Promise.all(Array.from({ length: EVENTS }, (_, i) => queue.add(() => post(body(i, 'bare')))));
+    await Promise.all(Array.from({ length: events }, (_, i) => queue.add(() => post(body(i, 'bare')))));
     const bare = seconds(bareStart);
 
     await enqueueEvents(
       db.knex,
       db,
-      Array.from({ length: EVENTS }, (_, i) => ({
+      Array.from({ length: events }, (_, i) => ({
         key: `bench-${i}`,
         email: `e${i}@example.com`,
         contactId: null,
@@ -85,7 +85,7 @@ export async function benchOutbox(): Promise<BenchResult> {
     const outboxStart = process.hrtime.bigint();
     const counts = await sender.drain();
     const outbox = seconds(outboxStart);
-    if (counts.sent !== EVENTS) throw new Error(`the outbox sent ${counts.sent} of ${EVENTS}`);
+    if (counts.sent !== events) throw new Error(`the outbox sent ${counts.sent} of ${events}`);
 
     let graphile: number | string = 'needs BENCH_DATABASE_URL';
     if (url !== undefined) {
@@ -101,7 +101,7 @@ export async function benchOutbox(): Promise<BenchResult> {
         await utils.withPgClient((client) =>
           client.query(
             `select ${gwSchema}.add_job('send', json_build_object('i', g)) from generate_series(0, $1::int - 1) g`,
-            [EVENTS],
+            [events],
           ),
         );
         const gwStart = process.hrtime.bigint();
@@ -159,26 +159,28 @@ export async function benchOutbox(): Promise<BenchResult> {
     } finally {
       await service.stop();
     }
-    return {
-      name: 'events outbox: drain',
-      baseline: { label: `${EVENTS} bare POSTs, ${CONCURRENCY} in flight`, seconds: bare },
-      subject: { label: `outbox drains ${EVENTS} events (${db.backend})`, seconds: outbox },
-      ratio: outbox / bare,
-      details: {
-        outbox_events_per_second: Math.round(EVENTS / outbox),
-        bare_posts_per_second: Math.round(EVENTS / bare),
-        ...(typeof graphile === 'number'
-          ? {
-              graphile_worker_seconds: graphile,
-              graphile_worker_jobs_per_second: Math.round(EVENTS / graphile),
-              outbox_vs_graphile_worker: graphile / outbox,
-            }
-          : { graphile_worker: graphile }),
-        commit_to_sent_p50_ms: quantile(latencies, 0.5),
-        commit_to_sent_max_ms: Math.max(...latencies),
-        woken_by: url === undefined ? 'poll every 50 ms (embedded)' : 'NOTIFY',
+    return [
+      {
+        name: 'events outbox: drain',
+        baseline: { label: `${events} bare POSTs, ${CONCURRENCY} in flight`, seconds: bare },
+        subject: { label: `outbox drains ${events} events (${db.backend})`, seconds: outbox },
+        ratio: outbox / bare,
+        details: {
+          outbox_events_per_second: Math.round(events / outbox),
+          bare_posts_per_second: Math.round(events / bare),
+          ...(typeof graphile === 'number'
+            ? {
+                graphile_worker_seconds: graphile,
+                graphile_worker_jobs_per_second: Math.round(events / graphile),
+                outbox_vs_graphile_worker: graphile / outbox,
+              }
+            : { graphile_worker: graphile }),
+          commit_to_sent_p50_ms: quantile(latencies, 0.5),
+          commit_to_sent_max_ms: Math.max(...latencies),
+          woken_by: url === undefined ? 'poll every 50 ms (embedded)' : 'NOTIFY',
+        },
       },
-    };
+    ];
   } finally {
     if (db.backend === 'postgres') await db.knex.raw('drop schema if exists ?? cascade', [schema]);
     await db.close();

@@ -1,32 +1,31 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-import Fastify, { type FastifyInstance } from 'fastify';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
-import { type Db, openDb } from '../src/db/connect.js';
-import { migrate } from '../src/db/migrate.js';
-import { makeLogger, SecretScrubber } from '../src/log.js';
-import { makeMetrics } from '../src/metrics.js';
-import { Inbox } from '../src/webhooks/inbox.js';
-import { makeWebhookServer } from '../src/webhooks/server.js';
+import { openDb } from '../src/db/connect.js';
 import { deliveryHeaders } from '../src/webhooks/signature.js';
-import { type BenchResult, quantile } from './harness.js';
+import { type BenchOptions, type BenchResult, quantile } from './harness.js';
+import { type Child, CLI, cliEnv, freePort, spawnChild, spawnUntil } from './processes.js';
 
-const DELIVERIES = 2_000;
-/** Deliveries in flight at once: a platform fanning out a burst. */
-const CONCURRENCY = 64;
-const RUNS = 3;
 const SECRET = 'whsec_bench_secret_0123456789';
 const PATH = '/webhooks/review-created';
+/** Deliveries in flight at once in the closed loop: a platform fanning out a burst. */
+const CLOSED_LOOP_CONCURRENCY = 64;
+const BARE_SERVER = fileURLToPath(new URL('./bareHttpServer.js', import.meta.url));
 
-interface Prepared {
-  headers: Record<string, string>;
-  body: string;
+interface Delivery {
+  readonly id: string;
+  readonly headers: Record<string, string>;
+  readonly body: string;
 }
 
-/** A burst of signed review.created deliveries, each a distinct review. */
-function prepareBurst(): Prepared[] {
+/** `count` signed review.created deliveries, each of a distinct review, signed now. */
+function deliveries(count: number): Delivery[] {
   const timestamp = String(Math.floor(Date.now() / 1000));
-  return Array.from({ length: DELIVERIES }, (_, i) => {
+  return Array.from({ length: count }, (_, i) => {
     const id = randomUUID();
     const body = JSON.stringify({
       event: 'review.created',
@@ -42,134 +41,253 @@ function prepareBurst(): Prepared[] {
         professional: { id: null, name: null },
       },
     });
-    return {
-      body,
-      headers: deliveryHeaders(SECRET, timestamp, body),
-    };
+    return { id, body, headers: deliveryHeaders(SECRET, timestamp, body) };
   });
 }
 
-/** Sends the burst with CONCURRENCY in flight; returns total seconds and each delivery's latency. */
-async function sendBurst(
-  url: string,
-  burst: readonly Prepared[],
-): Promise<{ seconds: number; latencies: number[] }> {
-  const target = new URL(url);
-  const pool = new Pool(target.origin, { connections: CONCURRENCY });
+interface Sent {
+  /** Seconds from each delivery's scheduled send (open loop) or actual send (closed loop) to its answer. */
+  readonly latencies: number[];
+  /** Ids of the deliveries answered 200. */
+  readonly acknowledged: string[];
+  readonly refused: number;
+  readonly seconds: number;
+}
+
+async function post(pool: Pool, d: Delivery): Promise<boolean> {
+  try {
+    const response = await pool.request({ method: 'POST', path: PATH, headers: d.headers, body: d.body });
+    await response.body.dump();
+    return response.statusCode === 200;
+  } catch {
+    return false;
+  }
+}
+
+/** Sends every delivery with `concurrency` in flight, each as soon as the one before it is answered. */
+async function closedLoop(origin: string, batch: readonly Delivery[], concurrency: number): Promise<Sent> {
+  const pool = new Pool(origin, { connections: concurrency });
   const latencies: number[] = [];
+  const acknowledged: string[] = [];
   let next = 0;
-  const start = process.hrtime.bigint();
+  const start = performance.now();
   const worker = async () => {
-    while (next < burst.length) {
-      const d = burst[next++]!;
-      const sent = process.hrtime.bigint();
-      const res = await pool.request({
-        method: 'POST',
-        path: target.pathname,
-        headers: d.headers,
-        body: d.body,
-      });
-      await res.body.dump();
-      if (res.statusCode !== 200) throw new Error(`delivery answered ${res.statusCode}`);
-      latencies.push(Number(process.hrtime.bigint() - sent) / 1e9);
+    while (next < batch.length) {
+      const d = batch[next++]!;
+      const sent = performance.now();
+      if (await post(pool, d)) acknowledged.push(d.id);
+      latencies.push((performance.now() - sent) / 1000);
     }
   };
-  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  const seconds = (performance.now() - start) / 1000;
   await pool.close();
-  return { seconds, latencies };
+  return { latencies, acknowledged, refused: batch.length - acknowledged.length, seconds };
 }
-
-async function listen(app: FastifyInstance): Promise<string> {
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}${PATH}`;
-}
-
-const median = (values: number[]) => quantile(values, 0.5);
 
 /**
- * The receiver's cost over HTTP alone: baseline = the same burst of signed deliveries to a
- * trivial endpoint that reads the body and answers 200; subject = the real receiver verifying
- * each signature and answering only after its delivery committed (group commit) to a fresh
- * schema. The subject's latencies are delivery-to-commit times as the platform sees them.
- * Real PostgreSQL when BENCH_DATABASE_URL is set, else in-memory PGlite.
+ * Sends delivery i at start + i / rate whatever happened to the others (open loop), and measures
+ * each latency from that scheduled time: a stall of the receiver, or of this sender, delays every
+ * delivery scheduled behind it and shows in the tail instead of slowing the schedule down.
  */
-export async function benchWebhook(): Promise<BenchResult> {
-  const databaseUrl = process.env.BENCH_DATABASE_URL || undefined;
-  const log = makeLogger({ level: 'silent', scrubber: new SecretScrubber() });
+async function openLoop(origin: string, batch: readonly Delivery[], rate: number): Promise<Sent> {
+  const pool = new Pool(origin, { connections: 512 });
+  const latencies: number[] = [];
+  const acknowledged: string[] = [];
+  const answers: Array<Promise<void>> = [];
+  const start = performance.now() + 20;
+  const at = (i: number) => start + (i * 1000) / rate;
+  let next = 0;
+  await new Promise<void>((done) => {
+    const tick = () => {
+      const now = performance.now();
+      while (next < batch.length && at(next) <= now) {
+        const d = batch[next]!;
+        const scheduled = at(next++);
+        answers.push(
+          post(pool, d).then((ok) => {
+            latencies.push((performance.now() - scheduled) / 1000);
+            if (ok) acknowledged.push(d.id);
+          }),
+        );
+      }
+      if (next < batch.length) setTimeout(tick, Math.max(0, at(next) - performance.now()));
+      else done();
+    };
+    tick();
+  });
+  await Promise.all(answers);
+  const seconds = (performance.now() - start) / 1000;
+  await pool.close();
+  return { latencies, acknowledged, refused: batch.length - acknowledged.length, seconds };
+}
 
-  const trivial = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
-  trivial.removeAllContentTypeParsers();
-  trivial.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_r, body, done) =>
-    done(null, body),
-  );
-  trivial.post(PATH, async () => ({ status: 'accepted' }));
-  const baselineTimes: number[] = [];
-  const baselineLatencies: number[] = [];
-  try {
-    const url = await listen(trivial);
-    await sendBurst(url, prepareBurst()); // warm-up
-    for (let run = 0; run < RUNS; run++) {
-      const result = await sendBurst(url, prepareBurst());
-      baselineTimes.push(result.seconds);
-      baselineLatencies.push(...result.latencies);
+async function waitReady(url: string): Promise<void> {
+  for (let tries = 0; tries < 600; tries++) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not listening yet
     }
+    await sleep(100);
+  }
+  throw new Error(`${url} not ready within 60 s`);
+}
+
+interface Target {
+  readonly origin: string;
+  readonly child: Child;
+}
+
+/** `review-mirror run` as shipped: only the receiver matters here, so no platform is configured. */
+async function startDaemon(
+  databaseUrl: string | undefined,
+  dataDir: string,
+  schema: string,
+): Promise<Target> {
+  const httpPort = await freePort();
+  const adminPort = await freePort();
+  const env = cliEnv({
+    DATABASE_URL: databaseUrl,
+    DATA_DIR: dataDir,
+    DB_SCHEMA: schema,
+    HTTP_HOST: '127.0.0.1',
+    HTTP_PORT: String(httpPort),
+    ADMIN_HOST: '127.0.0.1',
+    ADMIN_PORT: String(adminPort),
+    WEBHOOK_SECRETS: SECRET,
+    LOG_LEVEL: 'error',
+  });
+  const child = spawnChild([CLI, 'run'], env);
+  try {
+    await waitReady(`http://127.0.0.1:${adminPort}/readyz`);
+  } catch (error) {
+    await child.stop();
+    throw error;
+  }
+  return { origin: `http://127.0.0.1:${httpPort}`, child };
+}
+
+async function startBareServer(): Promise<Target> {
+  const { child, match } = await spawnUntil([BARE_SERVER], cliEnv({}), /listening on (\S+)/);
+  return { origin: match[1]!, child };
+}
+
+interface Workload {
+  closed: Sent;
+  open: Array<{ rate: number; sent: Sent }>;
+}
+
+async function drive(origin: string, options: BenchOptions): Promise<Workload> {
+  const closedCount = options.quick ? 500 : 20_000;
+  const rates = options.quick ? [200] : [200, 1_000, 2_000];
+  const openSeconds = options.quick ? 1 : 10;
+  await closedLoop(origin, deliveries(Math.min(2_000, closedCount)), CLOSED_LOOP_CONCURRENCY); // warm-up
+  const closed = await closedLoop(origin, deliveries(closedCount), CLOSED_LOOP_CONCURRENCY);
+  const open: Workload['open'] = [];
+  for (const rate of rates) {
+    open.push({ rate, sent: await openLoop(origin, deliveries(rate * openSeconds), rate) });
+  }
+  return { closed, open };
+}
+
+/** How many of `ids` are in both the inbox and the reviews table. */
+async function countStored(
+  databaseUrl: string | undefined,
+  dataDir: string,
+  schema: string,
+  ids: readonly string[],
+): Promise<number> {
+  const db = await openDb({ url: databaseUrl, schema, poolMax: 1, dataDir });
+  try {
+    const { rows } = await db.knex.raw(
+      `select count(*)::int as n from ?? r join ?? i on i.review_id = r.id where r.id = any(?::uuid[])`,
+      [db.table('reviews'), db.table('webhook_inbox'), [...ids]],
+    );
+    return (rows as Array<{ n: number }>)[0]!.n;
   } finally {
-    await trivial.close();
+    await db.close();
+  }
+}
+
+const ms = (seconds: number) => seconds * 1000;
+
+/**
+ * Issue 15, part 3: signed deliveries to `review-mirror run` (a separate process, on the
+ * PostgreSQL server of BENCH_DATABASE_URL, else embedded), against the same workloads sent to a
+ * bare node:http server process that only reads the body and answers 200. Closed loop: throughput
+ * with 64 in flight. Open loop at 200, 1,000 and 2,000 deliveries/s: latency from each delivery's
+ * scheduled send. Then every delivery the receiver acknowledged must be in the inbox and the
+ * reviews table (a 200 means committed).
+ */
+export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]> {
+  const bare = await startBareServer();
+  let baseline: Workload;
+  try {
+    baseline = await drive(bare.origin, options);
+  } finally {
+    await bare.child.stop();
   }
 
   const schema = `bench_webhook_${randomBytes(4).toString('hex')}`;
-  const db: Db = await openDb({ url: databaseUrl, schema, poolMax: 4, dataDir: undefined });
-  const metrics = makeMetrics();
-  const inbox = new Inbox({ db, log, metrics });
-  const receiver = makeWebhookServer({
-    path: PATH,
-    toleranceSeconds: 300,
-    maxBodyBytes: 1024 * 1024,
-    secrets: () => [SECRET],
-    inbox,
-    log,
-    metrics,
-  });
-  const subjectTimes: number[] = [];
-  const subjectLatencies: number[] = [];
+  const dataDir = await mkdtemp(join(tmpdir(), 'rm-bench-webhook-'));
+  const backend = options.databaseUrl === undefined ? 'embedded' : 'postgres';
   try {
-    await migrate(db);
-    const url = await listen(receiver);
-    await sendBurst(url, prepareBurst()); // warm-up
-    for (let run = 0; run < RUNS; run++) {
-      const result = await sendBurst(url, prepareBurst());
-      subjectTimes.push(result.seconds);
-      subjectLatencies.push(...result.latencies);
+    const daemon = await startDaemon(options.databaseUrl, dataDir, schema);
+    let subject: Workload;
+    try {
+      subject = await drive(daemon.origin, options);
+    } finally {
+      await daemon.child.stop();
     }
-    const stored = Number((await db.knex(db.table('reviews')).count({ n: '*' }))[0]!.n);
-    if (stored !== DELIVERIES * (RUNS + 1)) throw new Error(`stored ${stored} reviews`);
-  } finally {
-    await receiver.close();
-    await inbox.close();
-    if (db.backend === 'postgres') await db.knex.raw('drop schema if exists ?? cascade', [schema]);
-    await db.close();
-  }
+    const acknowledged = [subject.closed, ...subject.open.map((o) => o.sent)].flatMap((s) => s.acknowledged);
+    const stored = await countStored(options.databaseUrl, dataDir, schema, acknowledged);
+    if (stored !== acknowledged.length) {
+      throw new Error(`${acknowledged.length - stored} acknowledged deliveries are not in the mirror`);
+    }
 
-  const batches = (await metrics.webhookBatchSize.get()).values;
-  const batchCount = batches.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0;
-  const batchSum = batches.find((v) => v.metricName?.endsWith('_sum'))?.value ?? 0;
-  const baseline = median(baselineTimes);
-  const subject = median(subjectTimes);
-  return {
-    name: 'webhook burst',
-    baseline: { label: `${DELIVERIES} deliveries to a trivial 200 endpoint`, seconds: baseline },
-    subject: { label: `${DELIVERIES} deliveries verified and committed`, seconds: subject },
-    ratio: subject / baseline,
-    details: {
-      backend: db.backend,
-      concurrency: CONCURRENCY,
-      deliveries_per_second: DELIVERIES / subject,
-      commit_latency_p50_ms: quantile(subjectLatencies, 0.5) * 1000,
-      commit_latency_p99_ms: quantile(subjectLatencies, 0.99) * 1000,
-      baseline_latency_p50_ms: quantile(baselineLatencies, 0.5) * 1000,
-      baseline_latency_p99_ms: quantile(baselineLatencies, 0.99) * 1000,
-      mean_batch_size: batchCount === 0 ? 0 : batchSum / batchCount,
-    },
-  };
+    const closed: BenchResult = {
+      name: `webhook closed loop, ${CLOSED_LOOP_CONCURRENCY} in flight`,
+      baseline: {
+        label: `bare node:http, ${subject.closed.latencies.length} deliveries`,
+        seconds: baseline.closed.seconds,
+      },
+      subject: { label: `run on ${backend}, verified and committed`, seconds: subject.closed.seconds },
+      ratio: subject.closed.seconds / baseline.closed.seconds,
+      details: {
+        throughput_vs_bare: baseline.closed.seconds / subject.closed.seconds,
+        deliveries_per_second: subject.closed.latencies.length / subject.closed.seconds,
+        bare_per_second: baseline.closed.latencies.length / baseline.closed.seconds,
+        refused: subject.closed.refused,
+        acknowledged_stored: stored === acknowledged.length ? 'all' : stored,
+      },
+    };
+    const open = subject.open.map(({ rate, sent }, i): BenchResult => {
+      const bareSent = baseline.open[i]!.sent;
+      return {
+        name: `webhook open loop, ${rate.toLocaleString('en')}/s`,
+        baseline: { label: 'bare node:http, p99', seconds: quantile(bareSent.latencies, 0.99) },
+        subject: { label: `run on ${backend}, p99`, seconds: quantile(sent.latencies, 0.99) },
+        ratio: quantile(sent.latencies, 0.99) / quantile(bareSent.latencies, 0.99),
+        details: {
+          deliveries: sent.latencies.length,
+          p50_ms: ms(quantile(sent.latencies, 0.5)),
+          p99_ms: ms(quantile(sent.latencies, 0.99)),
+          max_ms: ms(Math.max(...sent.latencies)),
+          refused: sent.refused,
+          bare_p50_ms: ms(quantile(bareSent.latencies, 0.5)),
+          bare_p99_ms: ms(quantile(bareSent.latencies, 0.99)),
+          bare_max_ms: ms(Math.max(...bareSent.latencies)),
+        },
+      };
+    });
+    return [closed, ...open];
+  } finally {
+    if (options.databaseUrl !== undefined) {
+      const db = await openDb({ url: options.databaseUrl, schema, poolMax: 1, dataDir: undefined });
+      await db.knex.raw('drop schema if exists ?? cascade', [schema]);
+      await db.close();
+    }
+    await rm(dataDir, { recursive: true, force: true });
+  }
 }

@@ -30,6 +30,12 @@ export interface FeedWalk {
 /** A write covers this many fetched reviews at most, and waits for more pages this long at most. */
 const WRITE_BATCH_ROWS = 1_000;
 const WRITE_BATCH_MS = 1_000;
+/**
+ * Groups written at once on a PostgreSQL server: while the server runs one statement the client
+ * encodes and sends the next, which doubles a single writer's rate (measured in
+ * docs/benchmarks.md). The embedded database has one connection, so there a group waits its turn.
+ */
+const SERVER_WRITE_DEPTH = 2;
 
 /** Fetched pages not yet written: their rows, and the checkpoint that follows the last of them. */
 interface PendingWrite {
@@ -57,8 +63,11 @@ const emptyWrite = (): PendingWrite => ({
  * Walks the review feed per `walk.plan` to its end. Pages are written together, up to a thousand
  * reviews or a second's worth, each group in one statement and one transaction with the
  * checkpoint that follows its last page: a process killed anywhere resumes exactly after the last
- * stored group, re-reading at most that many pages. One group is written while the next one is
- * fetched. Returns the newest created_at the whole walk saw.
+ * stored group, re-reading at most that many pages. Groups are written while the next one is
+ * fetched, two at once on a server: their rows may commit in either order (the upsert is
+ * idempotent), but a group's checkpoint commits only after the group before it has, and not at all
+ * if that one failed, so a checkpoint never passes an unwritten group. Returns the newest
+ * created_at the whole walk saw.
  */
 export async function walkReviewFeed(
   ctx: PullContext,
@@ -71,7 +80,8 @@ export async function walkReviewFeed(
   let newest = walk.plan.newest;
   if (walk.plan.resumed) addCount(counts, 'resumed');
 
-  const write = async (batch: PendingWrite): Promise<void> => {
+  const writeDepth = db.backend === 'postgres' ? SERVER_WRITE_DEPTH : 1;
+  const write = async (batch: PendingWrite, previous: Promise<void> | undefined): Promise<void> => {
     const written = await db.knex.transaction(async (trx) => {
       // Rows and checkpoint are one transaction, so a server crash can only lose both together
       // (the walk then re-reads those pages): no need to wait for the WAL flush of every group.
@@ -79,6 +89,8 @@ export async function walkReviewFeed(
       await walk.fence(trx);
       const result = await upsertReviews(trx, db, batch.rows, 'feed');
       const quarantined = await quarantineRecords(trx, db, batch.rejected, 'feed');
+      // Rejects when the group before failed: this one then rolls back with it.
+      await previous;
       if (batch.nextCursor === null) await walk.complete(trx, batch.walkNewest);
       else if (walk.backfill === undefined)
         await writeCheckpoint(trx, db, walk.job, {
@@ -102,16 +114,17 @@ export async function walkReviewFeed(
 
   for (;;) {
     let pagesThisTry = 0;
-    // At most one group is being written while the next one fills: memory stays bounded.
-    let writing: Promise<void> | undefined;
+    // At most `writeDepth` groups are being written while the next one fills: memory stays bounded.
+    const writing: Array<Promise<void>> = [];
     let pending = emptyWrite();
     const startWrite = async () => {
-      await writing;
+      if (writing.length >= writeDepth) await writing.shift();
       const batch = pending;
       pending = emptyWrite();
-      writing = write(batch);
-      // Observed here, thrown at the next await of `writing`: never an unhandled rejection.
-      writing.catch(() => {});
+      const started = write(batch, writing.at(-1));
+      // Observed here, thrown when it is awaited in turn: never an unhandled rejection.
+      started.catch(() => {});
+      writing.push(started);
     };
     try {
       for await (const page of api.reviews.pages(walk.plan.since, cursor, signal)) {
@@ -142,10 +155,10 @@ export async function walkReviewFeed(
         if (page.nextCursor === null || full || signal?.aborted) await startWrite();
         signal?.throwIfAborted();
       }
-      await writing;
+      for (const started of writing) await started;
       return newest;
     } catch (error) {
-      await writing?.catch(() => {});
+      await Promise.allSettled(writing);
       // A checkpointed cursor the platform no longer accepts (expired, or the platform was
       // reset): restart the same walk from its newest page, keeping its `since`.
       const staleCursor =

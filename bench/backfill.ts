@@ -1,0 +1,220 @@
+import { randomBytes } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import pg from 'pg';
+import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
+import { type BenchOptions, type BenchResult, benchApi } from './harness.js';
+import { cliEnv, runCliOk, type SandboxProcess, startSandboxProcess } from './processes.js';
+
+/** The columns a COPY carries: every column of `reviews`, so the copy holds the same rows. */
+const COLUMNS = `id, review_number, created_at, rating, comment, is_verified, reviewer_name, reviewer_email,
+  professional_id, professional_name, source, first_seen_at, last_seen_at, feed_seen_at, observed_at, removed_at`;
+
+const mb = (bytes: number) => Math.round(bytes / 1e5) / 10;
+
+/**
+ * Issue 15, parts 1 and 2. For each feed size: the sandbox seeded in a process of its own; the
+ * API-bound limit (a fetch-only walk of the whole feed with the same client, in the bench
+ * process); `review-mirror sync reviews` as shipped, a separate process, into an empty schema
+ * (its speed from its own run record, its peak RSS sampled from /proc); the database-bound limit
+ * (COPY of the same rows into an empty copy of the table, indexes included); then two incremental
+ * polls of the mirrored feed, with 0 and with 100 new reviews. On the embedded database too, for
+ * context (no COPY there).
+ */
+export async function benchBackfill(options: BenchOptions): Promise<BenchResult[]> {
+  const sizes = options.quick ? [2_000] : [100_000, 1_000_000];
+  const results: BenchResult[] = [];
+  for (const size of sizes) {
+    const sandbox = await startSandboxProcess(size);
+    try {
+      const fetchSeconds = await fetchWalkSeconds(sandbox, size);
+      // Embedded first: the server's part ends by adding reviews to the feed.
+      const embedded = await backfillEmbedded(sandbox, size, fetchSeconds);
+      if (options.databaseUrl !== undefined) {
+        results.push(...(await backfillServer(sandbox, size, fetchSeconds, options.databaseUrl)));
+      }
+      results.push(embedded);
+    } finally {
+      await sandbox.stop();
+    }
+  }
+  return results;
+}
+
+/** The faster of two fetch-only walks of the whole feed (the first also warms the sandbox). */
+async function fetchWalkSeconds(sandbox: SandboxProcess, size: number): Promise<number> {
+  const api = benchApi(sandbox);
+  try {
+    const times: number[] = [];
+    for (let run = 0; run < 2; run++) {
+      let fetched = 0;
+      const start = process.hrtime.bigint();
+      for await (const page of api.reviews.pages(null, null)) fetched += page.items.length;
+      times.push(Number(process.hrtime.bigint() - start) / 1e9);
+      if (fetched !== size) throw new Error(`fetch walk read ${fetched} reviews, expected ${size}`);
+    }
+    return Math.min(...times);
+  } finally {
+    await api.close();
+  }
+}
+
+interface SyncRecord {
+  seconds: number;
+  counts: Record<string, number>;
+}
+
+/** The last `reviews` run recorded in `sync_runs`: its duration as the job measured it, and counts. */
+async function lastRun(client: pg.Client, schema: string): Promise<SyncRecord> {
+  const { rows } = await client.query(
+    `select extract(epoch from finished_at - started_at)::float8 as seconds, counts
+       from ${client.escapeIdentifier(schema)}.sync_runs where job = 'reviews' order by id desc limit 1`,
+  );
+  if (rows.length === 0) throw new Error('no run recorded');
+  return { seconds: rows[0].seconds, counts: rows[0].counts };
+}
+
+async function backfillServer(
+  sandbox: SandboxProcess,
+  size: number,
+  fetchSeconds: number,
+  databaseUrl: string,
+): Promise<BenchResult[]> {
+  const schema = `bench_backfill_${randomBytes(4).toString('hex')}`;
+  const env = cliEnv({
+    REVIEWS_API_URL: sandbox.url,
+    REVIEWS_API_KEY: sandbox.apiKey,
+    DATABASE_URL: databaseUrl,
+    DB_SCHEMA: schema,
+  });
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  const dir = await mkdtemp(join(tmpdir(), 'rm-bench-'));
+  try {
+    await runCliOk(['migrate'], env); // the schema exists before the timed run, as in production
+    const sync = await runCliOk(['sync', 'reviews'], env);
+    const run = await lastRun(client, schema);
+    if (run.counts.inserted !== size)
+      throw new Error(`sync inserted ${run.counts.inserted}, expected ${size}`);
+    const copySeconds = await copySecondsOf(client, schema, join(dir, 'reviews.copy'));
+
+    const limitSeconds = Math.max(fetchSeconds, copySeconds);
+    const backfill: BenchResult = {
+      name: `backfill ${size.toLocaleString('en')} reviews`,
+      baseline: {
+        label: `limit: the slower of a fetch-only walk (${perSecond(size, fetchSeconds)}/s) and COPY (${perSecond(size, copySeconds)}/s)`,
+        seconds: limitSeconds,
+      },
+      subject: { label: 'sync reviews (a process) into postgres', seconds: run.seconds },
+      ratio: run.seconds / limitSeconds,
+      details: {
+        reviews: size,
+        speed_vs_limit: limitSeconds / run.seconds,
+        sync_reviews_per_second: size / run.seconds,
+        fetch_reviews_per_second: size / fetchSeconds,
+        copy_reviews_per_second: size / copySeconds,
+        process_seconds: sync.seconds,
+        peak_rss_mb: mb(sync.peakRssBytes),
+      },
+    };
+
+    // Part 2: the feed is mirrored; a poll re-reads the overlap window below the newest review.
+    const idle = await runCliOk(['sync', 'reviews'], env);
+    const idleRun = await lastRun(client, schema);
+    await sandbox.control.submitReviews(
+      sandbox.companyId,
+      Array.from({ length: 100 }, (_, i) => ({ comment: `incremental bench ${i}` })),
+    );
+    const fresh = await runCliOk(['sync', 'reviews'], env);
+    const freshRun = await lastRun(client, schema);
+    if (freshRun.counts.inserted !== 100)
+      throw new Error(`poll inserted ${freshRun.counts.inserted}, not 100`);
+    const onePage = await onePageSeconds(sandbox);
+    const poll = (label: string, record: SyncRecord, process: { seconds: number }): BenchResult => ({
+      name: `incremental poll of ${size.toLocaleString('en')}, ${label}`,
+      baseline: { label: 'one page GET of the feed', seconds: onePage },
+      subject: { label: 'sync reviews (its run)', seconds: record.seconds },
+      ratio: record.seconds / onePage,
+      details: {
+        requests: record.counts.pages ?? 0,
+        inserted: record.counts.inserted ?? 0,
+        run_ms: record.seconds * 1000,
+        process_seconds: process.seconds,
+      },
+    });
+    return [backfill, poll('0 new', idleRun, idle), poll('100 new', freshRun, fresh)];
+  } finally {
+    await client.query(`drop schema if exists ${client.escapeIdentifier(schema)} cascade`);
+    await client.end();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The database-bound limit: the mirrored rows copied out to a file, then timed COPY FROM that file
+ * into an empty table like `reviews` (same indexes and constraints).
+ */
+async function copySecondsOf(client: pg.Client, schema: string, file: string): Promise<number> {
+  const s = client.escapeIdentifier(schema);
+  await pipeline(
+    client.query(copyTo(`copy (select ${COLUMNS} from ${s}.reviews) to stdout`)),
+    createWriteStream(file),
+  );
+  await client.query(`create table ${s}.reviews_copy (like ${s}.reviews including all)`);
+  const start = process.hrtime.bigint();
+  await pipeline(
+    createReadStream(file),
+    client.query(copyFrom(`copy ${s}.reviews_copy (${COLUMNS}) from stdin`)),
+  );
+  return Number(process.hrtime.bigint() - start) / 1e9;
+}
+
+/** The median time of one GET of the feed's first page: the least any poll costs. */
+async function onePageSeconds(sandbox: SandboxProcess): Promise<number> {
+  const api = benchApi(sandbox);
+  try {
+    const times: number[] = [];
+    for (let i = 0; i < 21; i++) {
+      const start = process.hrtime.bigint();
+      await api.reviews.page({ since: null, cursor: null });
+      times.push(Number(process.hrtime.bigint() - start) / 1e9);
+    }
+    return times.sort((a, b) => a - b)[10]!;
+  } finally {
+    await api.close();
+  }
+}
+
+async function backfillEmbedded(
+  sandbox: SandboxProcess,
+  size: number,
+  fetchSeconds: number,
+): Promise<BenchResult> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'rm-bench-embedded-'));
+  try {
+    const env = cliEnv({ REVIEWS_API_URL: sandbox.url, REVIEWS_API_KEY: sandbox.apiKey, DATA_DIR: dataDir });
+    await runCliOk(['migrate'], env);
+    const sync = await runCliOk(['sync', 'reviews'], env);
+    const counts = /fetched=(\d+) inserted=(\d+)/.exec(sync.stdout);
+    if (Number(counts?.[2]) !== size) throw new Error(`embedded sync said: ${sync.stdout.trim()}`);
+    return {
+      name: `backfill ${size.toLocaleString('en')} reviews, embedded`,
+      baseline: { label: `fetch-only walk (${perSecond(size, fetchSeconds)}/s)`, seconds: fetchSeconds },
+      subject: { label: 'sync reviews (a process) into embedded, whole process', seconds: sync.seconds },
+      ratio: sync.seconds / fetchSeconds,
+      details: {
+        reviews: size,
+        speed_vs_limit: fetchSeconds / sync.seconds,
+        sync_reviews_per_second: size / sync.seconds,
+        peak_rss_mb: mb(sync.peakRssBytes),
+      },
+    };
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+const perSecond = (count: number, seconds: number) => Math.round(count / seconds).toLocaleString('en');

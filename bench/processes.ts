@@ -1,0 +1,152 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { SandboxControl } from '../src/sandbox/controlClient.js';
+
+/** The built CLI, run the way a user runs it: `node dist/src/cli.js …`. */
+export const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
+
+/** The environment of a child CLI: the bench's own, less anything that would reconfigure it. */
+export function cliEnv(vars: Record<string, string | undefined>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'warn' };
+  for (const [name, value] of Object.entries(vars)) if (value !== undefined) env[name] = value;
+  return env;
+}
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Linux's high-water mark of a process's resident memory, in bytes; undefined once it has exited. */
+function peakRss(pid: number): number | undefined {
+  try {
+    const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) * 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface CliRun {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly seconds: number;
+  /** The highest VmHWM read while it ran (sampled every 10 ms: the last few ms may be missed). */
+  readonly peakRssBytes: number;
+}
+
+/** Runs the CLI as a separate process to its end, measuring its wall time and peak memory. */
+export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): Promise<CliRun> {
+  const start = process.hrtime.bigint();
+  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+  let peak = 0;
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, peakRss(child.pid!) ?? 0);
+  }, 10);
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  clearInterval(sampler);
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  return { code, stdout, stderr, seconds, peakRssBytes: peak };
+}
+
+/** Like runCli, but a non-zero exit is an error naming the command and its last line. */
+export async function runCliOk(args: readonly string[], env: NodeJS.ProcessEnv): Promise<CliRun> {
+  const run = await runCli(args, env);
+  if (run.code !== 0) {
+    throw new Error(
+      `review-mirror ${args.join(' ')} exited ${run.code}: ${run.stderr.trim().split('\n').at(-1)}`,
+    );
+  }
+  return run;
+}
+
+/** A long-running child process, stopped by SIGTERM (SIGKILL after 10 s). */
+export interface Child {
+  readonly process: ChildProcess;
+  /** Everything it has written to stdout so far. */
+  stdout(): string;
+  stop(): Promise<void>;
+}
+
+/** Spawns `node args…` in the background. */
+export function spawnChild(args: readonly string[], env: NodeJS.ProcessEnv): Child {
+  const proc = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  proc.stdout!.on('data', (chunk: Buffer) => (stdout += chunk));
+  proc.stderr!.resume();
+  const exited = new Promise<void>((resolve) => proc.on('close', () => resolve()));
+  return {
+    process: proc,
+    stdout: () => stdout,
+    stop: async () => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      proc.kill('SIGTERM');
+      const timer = setTimeout(() => proc.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** Spawns `node args…` and resolves once its stdout matches `ready` (60 s at most), with that match. */
+export async function spawnUntil(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+): Promise<{ child: Child; match: RegExpExecArray }> {
+  const child = spawnChild(args, env);
+  try {
+    const match = await new Promise<RegExpExecArray>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`not ready within 60 s: ${args.join(' ')}`)), 60_000);
+      const check = () => {
+        const found = ready.exec(child.stdout());
+        if (found) {
+          clearTimeout(timer);
+          resolve(found);
+        }
+      };
+      child.process.stdout!.on('data', check);
+      child.process.on('close', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`exited ${code} before it was ready: ${args.join(' ')}`));
+      });
+    });
+    return { child, match };
+  } catch (error) {
+    await child.stop();
+    throw error;
+  }
+}
+
+export interface SandboxProcess {
+  readonly url: string;
+  readonly apiKey: string;
+  readonly companyId: string;
+  readonly control: SandboxControl;
+  stop(): Promise<void>;
+}
+
+/** `review-mirror sandbox` in a process of its own, seeded with `seedReviews` reviews. */
+export async function startSandboxProcess(seedReviews: number): Promise<SandboxProcess> {
+  const apiKey = 'bench-api-key-0123456789';
+  const { child } = await spawnUntil(
+    [CLI, 'sandbox', '--port', '0', '--seed-reviews', String(seedReviews), '--api-key', apiKey],
+    cliEnv({}),
+    /control: /,
+  );
+  const url = /listening on (http:\/\/\S+)/.exec(child.stdout())?.[1];
+  const companyId = /company_id:\s+(\S+)/.exec(child.stdout())?.[1];
+  if (url === undefined || companyId === undefined)
+    throw new Error(`unexpected sandbox output: ${child.stdout()}`);
+  return { url, apiKey, companyId, control: new SandboxControl(url), stop: child.stop };
+}
