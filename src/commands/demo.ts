@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import { type Context, makeContext } from '../context.js';
 import { type RunningDaemon, startDaemon } from '../daemon.js';
@@ -54,7 +55,16 @@ async function runDemo(options: DemoOptions): Promise<void> {
   await claimDemoDir(dataDir);
   const out = (line = '') => process.stdout.write(`${line}\n`);
 
-  const sandbox = await startSandbox({ seedReviews: options.reviews, seed: 1, allowHttpWebhooks: true });
+  // Kept running, it stops on the first SIGINT or SIGTERM, even one sent while it starts.
+  const shutdown = options.keepRunning ? listenForShutdown() : undefined;
+  const sandbox = await startSandbox({
+    seedReviews: options.reviews,
+    seed: 1,
+    allowHttpWebhooks: true,
+  }).catch((error: unknown) => {
+    shutdown?.dispose();
+    throw error;
+  });
   let daemon: RunningDaemon | undefined;
   try {
     // The demo configures the daemon exactly as an operator would: through its variables. The
@@ -115,20 +125,44 @@ async function runDemo(options: DemoOptions): Promise<void> {
     out();
     out('Look around:');
     out(
-      `  SQL               DATA_DIR=${dataDir} npx review-mirror sql   (psql on this mirror, once the demo has stopped; docs/querying.md)`,
+      `  SQL               DATA_DIR=${dataDir} npx review-mirror sql   (psql on this mirror, once the demo has stopped; ${shipped('docs/querying.md')})`,
     );
-    out('  dashboards        config/grafana/review-mirror.json (Prometheus, scraping /metrics above)');
-    out('                    config/grafana/review-mirror-reviews.json (PostgreSQL, the mirror itself)');
-    out('  alert rules       config/prometheus/alerts.yml (runbook: docs/alerts.md)');
-    if (options.keepRunning) {
+    out(
+      `  dashboards        ${shipped('config/grafana/review-mirror.json')} (Prometheus, scraping /metrics above)`,
+    );
+    out(
+      `                    ${shipped('config/grafana/review-mirror-reviews.json')} (PostgreSQL, the mirror itself)`,
+    );
+    out(
+      `  alert rules       ${shipped('config/prometheus/alerts.yml')} (runbook: ${shipped('docs/alerts.md')})`,
+    );
+    if (shutdown !== undefined) {
       out();
-      out('Running; submit reviews with the sandbox control API (docs/sandbox.md). Ctrl-C stops.');
-      await listenForShutdown().received;
+      out(
+        `Running; submit reviews with the sandbox control API (${shipped('docs/sandbox.md')}). Ctrl-C stops.`,
+      );
+      await shutdown.received;
     } else out('  a live system     npx review-mirror demo --keep-running');
   } finally {
-    await daemon?.stop('demo finished');
+    shutdown?.dispose();
+    const clean = await daemon?.stop('demo finished');
     await sandbox.close();
+    if (clean === false) process.exitCode = 1;
   }
+}
+
+/**
+ * A file shipped with review-mirror (the dashboards, the rules, the docs), as a path from the
+ * current directory: `config/...` when the demo runs in the repository, as README has it, and a
+ * path that still opens when it runs from anywhere else.
+ */
+function shipped(path: string): string {
+  // src/commands/ in the sources, dist/src/commands/ when built.
+  for (const up of ['../../', '../../../']) {
+    const file = fileURLToPath(new URL(up + path, import.meta.url));
+    if (existsSync(file)) return relative(process.cwd(), file) || path;
+  }
+  return path;
 }
 
 /**

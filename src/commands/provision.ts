@@ -32,7 +32,8 @@ export function provisionCommand(): Command {
         requireApi(ctx.config);
         // A file that cannot be read or is not shaped right stops here, before any request.
         const plan = parseProvisionFile(await readFile(file, 'utf8'));
-        const api = makePartnerApi(partnerApiOptions(ctx.config, ctx.log));
+        const apiOptions = partnerApiOptions(ctx.config, ctx.log);
+        const api = makePartnerApi(apiOptions);
         const shutdown = listenForShutdown();
         let results: ProvisionResult[] = [];
         try {
@@ -42,6 +43,7 @@ export function provisionCommand(): Command {
               dryRun: opts.dryRun === true,
               waitMs: opts.wait ? ctx.config.provision.waitMs : 0,
               concurrency: CONCURRENCY,
+              retry: apiOptions.retry,
             };
             const run = async (counts: Record<string, number>, signal?: AbortSignal) => {
               results = await provision({ db, api, log: ctx.log }, plan, options, counts, signal);

@@ -16,19 +16,24 @@ interface Rule {
   annotations?: Record<string, string>;
 }
 
+/** The rules of alerts.yml, as parsed here: what promtool and Prometheus must count too. */
+async function alertRules(): Promise<Rule[]> {
+  const { groups } = parse(await readFile(file('config/prometheus/alerts.yml'), 'utf8')) as {
+    groups: Array<{ rules: Rule[] }>;
+  };
+  return groups.flatMap((g) => g.rules);
+}
+
 describe('the alert rules (config/prometheus/alerts.yml)', () => {
   it('pass promtool check rules and every promtool unit test (Debian prometheus)', async () => {
     const check = await run('promtool', ['check', 'rules', file('config/prometheus/alerts.yml')]);
-    expect(check.stdout).toContain('SUCCESS: 10 rules found');
+    expect(check.stdout).toContain(`SUCCESS: ${(await alertRules()).length} rules found`);
     const unit = await run('promtool', ['test', 'rules', file('config/prometheus/alerts.test.yml')]);
     expect(unit.stdout).toContain('SUCCESS');
   });
 
   it('follow the mixin conventions, each with a unit test that fires it and a runbook section', async () => {
-    const { groups } = parse(await readFile(file('config/prometheus/alerts.yml'), 'utf8')) as {
-      groups: Array<{ rules: Rule[] }>;
-    };
-    const rules = groups.flatMap((g) => g.rules);
+    const rules = await alertRules();
     const tests = await readFile(file('config/prometheus/alerts.test.yml'), 'utf8');
     const runbook = await readFile(file('docs/alerts.md'), 'utf8');
     const exported = await exportedMetricNames();

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TruthReview } from '../../src/sandbox/controlClient.js';
 import { type SyncedMirror, syncedMirror } from './syncedMirror.js';
@@ -48,6 +49,13 @@ function expectGroups(
     expect(Number(row.average_rating), id).toBeCloseTo(g.sum / g.reviews, 10);
     expect(Number(row.verified_share), id).toBeCloseTo(g.verified / g.reviews, 10);
   }
+}
+
+/** README's example queries: the sql blocks between its `readme-queries` markers. */
+function readmeQueries(): string[] {
+  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  const section = /<!-- readme-queries[^>]*-->([\s\S]*?)<!-- end readme-queries -->/.exec(readme)?.[1] ?? '';
+  return [...section.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]!);
 }
 
 describe('views over a synced mirror', () => {
@@ -121,6 +129,29 @@ describe('views over a synced mirror', () => {
       r.professional.id === null ? null : String(locationOf.get(r.professional.id) ?? ''),
     );
     expectGroups(rows, expected);
+  });
+
+  it("README's example queries run on the mirror and answer with rows", async () => {
+    const queries = readmeQueries();
+    expect(queries.length).toBeGreaterThanOrEqual(3);
+    const views = [
+      'current_reviews',
+      'professional_monthly_ratings',
+      'location_monthly_ratings',
+      'freshness',
+    ];
+    const named = new Set<string>();
+    for (const query of queries) {
+      for (const v of views) if (query.includes(`review_mirror.${v}`)) named.add(v);
+      // As an operator runs them, on this test's schema instead of the default one.
+      const sql = query.replaceAll('review_mirror.', `"${mirror.db.schema}".`);
+      const result = await mirror.db.knex.raw(sql);
+      expect(result.rows.length, query).toBeGreaterThan(0);
+    }
+    // Every view README documents is used by one of its examples, or named in its table.
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    for (const v of views) expect(readme).toContain(`| \`${v}\` |`);
+    expect(named.size).toBeGreaterThanOrEqual(3);
   });
 
   it('freshness: the newest review and the last complete walk of every walk job', async () => {

@@ -98,9 +98,22 @@ describe('provisioning locations and professionals', () => {
       expect(existed.get(slug)).toEqual({ ...line, outcome: 'existed' });
     }
 
+    // The platform's own truth after both runs: each record of the file exactly once, with the
+    // slug and id the report printed (a slug-less one not doubled under a second generated slug),
+    // and one invite per professional.
     const truth = await sandbox.control.truth(sandbox.companyId);
+    const reported = (kind: string) =>
+      [...created].filter(([, line]) => line.kind === kind).map(([slug, line]) => `${slug} ${line.id}`);
+    const offices = truth.locations.filter((l) => /^Office \d$/.test(l.name));
+    expect(offices.map((l) => l.name).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `Office ${i}`));
+    expect(offices.map((l) => `${l.slug} ${l.id}`).sort()).toEqual(reported('location').sort());
+    const team = truth.professionals.filter((p) => p.email.endsWith('@team.example'));
+    expect(team.map((p) => p.email).sort()).toEqual(
+      Array.from({ length: 40 }, (_, i) => `person${i}@team.example`).sort(),
+    );
+    expect(team.map((p) => `${p.slug} ${p.id}`).sort()).toEqual(reported('professional').sort());
     expect(truth.invites).toHaveLength(40);
-    expect(new Set(truth.invites.map((i) => i.email)).size).toBe(40);
+    expect(truth.invites.map((i) => i.professional_id).sort()).toEqual(team.map((p) => p.id).sort());
     const csv = await readFile(join(dir, 'team.csv'), 'utf8');
     expect(csv.split('\n')[0]).toBe('kind,record,slug,outcome,id,survey_url,error');
     expect(csv.trim().split('\n')).toHaveLength(51);
@@ -249,17 +262,55 @@ describe('provisioning locations and professionals', () => {
       expect(truth.professionals).toHaveLength(20);
       expect(truth.invites).toHaveLength(20);
       expect(new Set(truth.invites.map((i) => i.email)).size).toBe(20);
-      // The creates did meet the faults (lost answers among them), and still made one record each.
-      const pros = counts['POST /api/v1/partner/professionals'] ?? {};
-      const faultsMet = Object.entries(pros)
-        .filter(([status]) => status !== '201')
-        .reduce((n, [, times]) => n + times, 0);
-      expect(faultsMet, JSON.stringify(pros)).toBeGreaterThan(0);
+      // The creates did meet the faults injected, and still made one record each: at least one
+      // create answered 500, and at least one whose answer was lost after it was sent (held past
+      // the client's timeout, or made and answered late).
+      const creates: Record<string, number> = {};
+      for (const route of ['POST /api/v1/partner/locations', 'POST /api/v1/partner/professionals']) {
+        for (const [status, times] of Object.entries(counts[route] ?? {}))
+          creates[status] = (creates[status] ?? 0) + times;
+      }
+      const met = (match: (status: string) => boolean) =>
+        Object.entries(creates)
+          .filter(([status]) => match(status))
+          .reduce((n, [, times]) => n + times, 0);
       expect(
-        Object.keys(pros).some((status) => status.endsWith('late') || status === 'hang' || status === '200'),
-      ).toBe(true);
+        met((status) => status === '500'),
+        JSON.stringify(creates),
+      ).toBeGreaterThan(0);
+      expect(
+        met((status) => status === 'hang' || status.endsWith(' late')),
+        JSON.stringify(creates),
+      ).toBeGreaterThan(0);
     } finally {
       await faulty.close();
+    }
+  });
+
+  it('retries a failing create as API_MAX_RETRIES says, reading the slug back before each retry', {
+    timeout: 60_000,
+  }, async () => {
+    const failing = await testSandbox({ surveyDelayMs: 200, seed: 9 });
+    try {
+      const file = await write('failing.yaml', {
+        professionals: [
+          { first_name: 'Never', last_name: 'Made', email: 'never@x.example', slug: 'never-made' },
+        ],
+      });
+      // Every create answers 500 without making the record; reads pass.
+      await failing.control.setFaults({ partner: { methods: ['POST'], error500: 1 } });
+      const result = await runCli(['provision', file], envFor(failing, { API_MAX_RETRIES: '2' }));
+      expect(result.code).toBe(1);
+      const line = reportLines(result.stdout).get('never-made');
+      expect(line?.outcome).toBe('failed');
+      expect(line?.rest).toMatch(/^not created after 3 attempts: POST \/professionals answered 500/);
+      const routes = (await failing.control.requests()).by_route;
+      expect(routes['POST /api/v1/partner/professionals']).toEqual({ '500': 3 });
+      // One read before the first create, then one after each create that failed.
+      expect(routes['GET /api/v1/partner/professionals/:slug']).toEqual({ '404': 4 });
+      expect((await failing.control.truth(failing.companyId)).invites).toEqual([]);
+    } finally {
+      await failing.close();
     }
   });
 

@@ -1,14 +1,22 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describeError } from '../../errors.js';
 import { ApiAuthError, ApiRequestError } from '../../partner-api/errors.js';
-import { backoffDelayMs, DEFAULT_BACKOFF } from '../../partner-api/retryPolicy.js';
-
-/** Attempts at a create whose earlier answers were lost and whose record was not found after. */
-const MAX_ATTEMPTS = 4;
+import { nextRetryDelayMs, type RetryPolicy } from '../../partner-api/retryPolicy.js';
 
 export type CreateOutcome<T> =
   | { readonly record: T; readonly created: boolean }
   | { readonly error: string; readonly status?: number };
+
+export interface CreateOnceOptions {
+  /**
+   * The platform client's retry policy (`API_MAX_RETRIES`, `API_RETRY_BUDGET_SECONDS`, its
+   * backoff): the transport never re-sends a POST, so the creates are retried here, under the
+   * same bounds as every other request.
+   */
+  readonly retry: RetryPolicy;
+  readonly signal?: AbortSignal | undefined;
+  readonly random?: () => number;
+}
 
 /**
  * Reads `slug` back: the record, or undefined on 404. Other failures throw (the transport has
@@ -26,17 +34,19 @@ export async function readIfExists<T>(read: () => Promise<T>): Promise<T | undef
 /**
  * Creates a record once, by its slug. A POST whose answer was lost (a timeout, a 5xx, a body cut
  * short) is never sent blindly again: the slug is read back first, and only a record not found
- * is asked for again, after a backoff. The platform keeps slugs (and professionals' emails)
- * unique, so a request that landed late is refused, not doubled; a refusal that follows a lost
- * answer is checked against the slug once more, since it may be our own earlier request.
+ * is asked for again, after the client's backoff and within its retry count and time budget. The
+ * platform keeps slugs (and professionals' emails) unique, so a request that landed late is
+ * refused, not doubled; a refusal that follows a lost answer is checked against the slug once
+ * more, since it may be our own earlier request.
  */
 export async function createOnce<T>(
   create: () => Promise<T>,
   readBack: () => Promise<T | undefined>,
-  options: { signal?: AbortSignal | undefined; random?: () => number },
+  options: CreateOnceOptions,
 ): Promise<CreateOutcome<T>> {
+  const startedAt = performance.now();
   let uncertain: unknown;
-  for (let attempt = 1; ; attempt++) {
+  for (let retries = 0; ; retries++) {
     try {
       return { record: await create(), created: true };
     } catch (error) {
@@ -60,12 +70,17 @@ export async function createOnce<T>(
       };
     }
     if (landed !== undefined) return { record: landed, created: true };
-    if (attempt >= MAX_ATTEMPTS) {
-      return { error: `not created after ${attempt} attempts: ${describeError(uncertain)}` };
+    const delayMs = nextRetryDelayMs(
+      { retriesSoFar: retries, elapsedMs: performance.now() - startedAt, retryAfterMs: undefined },
+      options.retry,
+      options.random ?? Math.random,
+    );
+    if (delayMs === undefined) {
+      const attempts = retries + 1;
+      return {
+        error: `not created after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${describeError(uncertain)}`,
+      };
     }
-    const retry = { maxRetries: MAX_ATTEMPTS, budgetMs: Number.POSITIVE_INFINITY, ...DEFAULT_BACKOFF };
-    await sleep(backoffDelayMs(attempt, retry, options.random ?? Math.random), undefined, {
-      signal: options.signal,
-    });
+    await sleep(delayMs, undefined, { signal: options.signal });
   }
 }

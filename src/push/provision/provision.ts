@@ -8,6 +8,7 @@ import type { PartnerApi } from '../../partner-api/client.js';
 import { ApiAuthError } from '../../partner-api/errors.js';
 import type { Location } from '../../partner-api/locationsSchema.js';
 import type { Professional } from '../../partner-api/professionalsSchema.js';
+import type { RetryPolicy } from '../../partner-api/retryPolicy.js';
 import { mapBounded } from '../../pull/mapBounded.js';
 import { createOnce, readIfExists } from './createOnce.js';
 import type { LocationSpec, ProfessionalSpec, ProvisionPlan } from './provisionFile.js';
@@ -40,6 +41,8 @@ export interface ProvisionOptions {
   readonly waitMs: number;
   /** Requests in flight at once. */
   readonly concurrency: number;
+  /** The platform client's retry policy, which the creates (POSTs, never re-sent by the transport) follow too. */
+  readonly retry: RetryPolicy;
 }
 
 const SURVEY_POLL_FIRST_MS = 500;
@@ -90,7 +93,7 @@ export async function provision(
         const outcome = await createOnce(
           () => api.locations.create(spec.body, signal),
           () => readIfExists(() => api.locations.get(spec.body.slug, signal)),
-          { signal },
+          { retry: options.retry, signal },
         );
         if ('error' in outcome) fail(result, outcome.error);
         else {
@@ -139,7 +142,7 @@ export async function provision(
       const outcome = await createOnce(
         () => api.professionals.create({ ...spec.body, location_id: location.id }, signal),
         () => readIfExists(() => api.professionals.get(spec.body.slug, signal)),
-        { signal },
+        { retry: options.retry, signal },
       );
       if ('error' in outcome) return fail(result, outcome.error);
       settle(result, 'created', outcome.record);

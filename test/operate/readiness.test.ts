@@ -1,0 +1,118 @@
+import { rm } from 'node:fs/promises';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { StatusReport } from '../../src/status/report.js';
+import { CliProcess, runCli, waitForHttp } from '../helpers/cli.js';
+import { type DaemonSetup, daemonSetup } from '../helpers/daemon.js';
+import { dropSchema, POSTGRES_URL } from '../helpers/db.js';
+import { testSandbox } from '../helpers/sandbox.js';
+import { waitFor } from '../helpers/wait.js';
+import { makeReview, signedDelivery } from '../webhooks/helpers.js';
+
+const SECRET = 'whsec_readiness_test';
+
+/**
+ * The choice docs/operations.md documents: `/readyz` says whether this replica can take webhooks,
+ * and nothing of the platform. A `run` daemon whose API key is refused, then whose platform is
+ * gone altogether, stays ready and keeps landing deliveries, while `status --json` and the
+ * metrics say what the platform did at the last attempt. On the local PostgreSQL server, so that
+ * `status` can read the database while the daemon holds it.
+ */
+describe('readiness when the platform refuses the key or cannot be reached', () => {
+  let setup: DaemonSetup | undefined;
+  afterAll(async () => {
+    if (setup === undefined) return;
+    await dropSchema(setup.schema, POSTGRES_URL);
+    await rm(setup.dataDir, { recursive: true, force: true });
+  });
+
+  it('/readyz and /healthz stay 200 and webhooks land; status --json and /metrics carry the platform state', {
+    timeout: 120_000,
+  }, async () => {
+    const sandbox = await testSandbox({ seedReviews: 20, seed: 31 });
+    let sandboxOpen = true;
+    setup = await daemonSetup(sandbox, {
+      DATABASE_URL: POSTGRES_URL,
+      SYNC_REVIEWS_CRON: '* * * * * *',
+      SYNC_DIRECTORY_CRON: 'off',
+      SYNC_RECONCILE_CRON: 'off',
+      WEBHOOK_SECRETS: SECRET,
+      API_MAX_RETRIES: '0',
+      SHUTDOWN_GRACE_SECONDS: '2',
+    });
+    const { env, adminPort, webhookUrl } = setup;
+    const admin = (path: string) => fetch(`http://127.0.0.1:${adminPort}${path}`);
+    const status = async (): Promise<StatusReport> => {
+      const result = await runCli(['status', '--json'], env);
+      expect(result.stderr).toBe('');
+      return JSON.parse(result.stdout) as StatusReport;
+    };
+    const reviewsJob = (report: StatusReport) => report.jobs.find((j) => j.job === 'reviews');
+    const deliver = async () => {
+      const review = makeReview();
+      const d = signedDelivery(SECRET, review);
+      const res = await fetch(webhookUrl, { method: 'POST', headers: d.headers, body: d.body });
+      return { status: res.status, id: review.id };
+    };
+    /** What a load balancer and an orchestrator see, whatever the platform does. */
+    const expectServing = async () => {
+      expect((await admin('/readyz')).status).toBe(200);
+      expect((await admin('/healthz')).status).toBe(200);
+      expect((await deliver()).status).toBe(200);
+    };
+
+    const daemon = new CliProcess(['run'], env);
+    try {
+      expect((await waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, 60_000)).status).toBe(200);
+      const synced = await waitFor(async () => {
+        const report = await status();
+        return reviewsJob(report)?.last_outcome === 'success' ? report : undefined;
+      }, 60_000);
+      expect(synced.platform).toMatchObject({ api_key_accepted: true });
+      await expectServing();
+
+      // The key is refused: a fatal failure of every sync, and still ready.
+      await sandbox.control.deactivateKey(sandbox.apiKey);
+      const refused = await waitFor(async () => {
+        const report = await status();
+        return report.platform?.api_key_accepted === false ? report : undefined;
+      }, 60_000);
+      expect(reviewsJob(refused)).toMatchObject({
+        last_outcome: 'failed',
+        last_error: expect.stringContaining('the API key is missing, invalid or inactive'),
+      });
+      await expectServing();
+      expect(await (await admin('/metrics')).text()).toMatch(
+        /^review_mirror_api_requests_total\{route="GET \/reviews",status="40[13]"\} [1-9]/m,
+      );
+
+      // The platform is gone: nothing is known of the key, the syncs fail, and still ready.
+      await sandbox.close();
+      sandboxOpen = false;
+      const unreachable = await waitFor(async () => {
+        const report = await status();
+        const job = reviewsJob(report);
+        return report.platform?.api_key_accepted === null && job?.last_outcome === 'failed'
+          ? report
+          : undefined;
+      }, 60_000);
+      expect(unreachable.platform?.checked_at).toEqual(expect.any(String));
+      expect(reviewsJob(unreachable)?.last_error).toMatch(/ECONNREFUSED/);
+      await expectServing();
+      expect(await (await admin('/metrics')).text()).toMatch(
+        /^review_mirror_api_requests_total\{route="GET \/reviews",status="network"\} [1-9]/m,
+      );
+      // The three deliveries, taken while the platform answered, refused the key and was gone.
+      expect((await status()).mirror?.reviews).toMatchObject({
+        total: 23,
+        by_source: { feed: 20, webhook: 3 },
+      });
+
+      daemon.kill('SIGTERM');
+      const exit = await daemon.exited; // the test's own timeout bounds this wait
+      expect(exit.code).toBe(0);
+    } finally {
+      daemon.kill('SIGKILL');
+      if (sandboxOpen) await sandbox.close();
+    }
+  });
+});
