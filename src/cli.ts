@@ -9,7 +9,7 @@ import { buildProgram } from './program.js';
 /** Every failure ends as one line on stderr: exit 2 for configuration, 1 for anything else. */
 async function main(argv: string[]): Promise<void> {
   try {
-    await buildProgram().parseAsync(argv);
+    await (await buildProgram(argv)).parseAsync(argv);
   } catch (error) {
     if (error instanceof CommanderError) {
       process.exitCode = error.exitCode;

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { buildProgram } from '../../src/program.js';
 import { CLI, cliEnv } from '../helpers/cli.js';
 import { testSandbox } from '../helpers/sandbox.js';
 
@@ -13,6 +14,17 @@ describe('the review-mirror bin', () => {
     const { stdout } = await promisify(execFile)(CLI, ['--help'], { env: cliEnv({}) });
     for (const command of ['migrate', 'status', 'sync', 'run', 'sandbox', 'webhooks', 'demo']) {
       expect(stdout).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
+    }
+  });
+});
+
+describe('the program', () => {
+  it('loads only the command it runs, registered under the name it is run by', async () => {
+    const all = (await buildProgram(['node', 'review-mirror'])).commands.map((c) => c.name());
+    expect(all).toEqual(expect.arrayContaining(['migrate', 'sync', 'run', 'grant-reader', 'sql']));
+    for (const name of all) {
+      const program = await buildProgram(['node', 'review-mirror', name, '--help']);
+      expect(program.commands.map((c) => c.name())).toEqual([name]);
     }
   });
 });
