@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { Queryable, Tables } from '../db/queryable.js';
 import { latestPerId, type ReviewRow } from './reviewRow.js';
 
@@ -21,12 +22,47 @@ const FIELDS = [
   'observed_at',
 ] as const;
 
+/** A data-modifying statement and its bindings, to run alone or as one CTE of a larger statement. */
+export interface Statement {
+  readonly sql: string;
+  readonly bindings: readonly unknown[];
+}
+
 /**
- * Upserts reviews in one statement. A version observed earlier than the stored one never
- * overwrites it (out-of-order webhook deliveries), but every sighting moves `last_seen_at`.
- * Rows from the feed also stamp `feed_seen_at` and clear `removed_at`: the feed shows them again.
- * `source` is written only on insert.
+ * The review upsert as one `insert … returning (xmax = 0) as inserted`, for `rows` already unique
+ * by id. A version observed earlier than the stored one never overwrites it (out-of-order webhook
+ * deliveries), but every sighting moves `last_seen_at`. Rows from the feed also stamp
+ * `feed_seen_at` and clear `removed_at`: the feed shows them again. `source` is written only on
+ * insert.
  */
+export function reviewUpsertStatement(
+  db: Tables,
+  unique: readonly ReviewRow[],
+  source: ReviewSource,
+): Statement {
+  const fromFeed = source === 'feed';
+  // One array per column: the statement's text and its eleven parameters are the same whatever
+  // the batch, so building it costs nothing and the server plans it from a short text.
+  return {
+    sql: `insert into ?? as r (${FIELDS.join(', ')}, id, source, feed_seen_at)
+     select v.*, ?, ${fromFeed ? 'now()' : 'null::timestamptz'}
+       from unnest(?::text[], ?::timestamptz[], ?::numeric[], ?::text[], ?::boolean[], ?::text[],
+                   ?::text[], ?::uuid[], ?::text[], ?::timestamptz[], ?::uuid[])
+            as v(${FIELDS.join(', ')}, id)
+     on conflict (id) do update set
+       ${FIELDS.map((f) => `${f} = case when excluded.observed_at >= r.observed_at then excluded.${f} else r.${f} end`).join(',\n       ')},
+       last_seen_at = now()${fromFeed ? ', feed_seen_at = now(), removed_at = null' : ''}
+     returning (xmax = 0) as inserted`,
+    bindings: [
+      db.table('reviews'),
+      source,
+      ...FIELDS.map((f) => unique.map((r) => r[f])),
+      unique.map((r) => r.id),
+    ],
+  };
+}
+
+/** Upserts reviews in one statement (see reviewUpsertStatement), returning what it inserted and updated. */
 export async function upsertReviews(
   q: Queryable,
   db: Tables,
@@ -35,27 +71,11 @@ export async function upsertReviews(
 ): Promise<UpsertCounts> {
   const unique = latestPerId(rows);
   if (unique.length === 0) return { inserted: 0, updated: 0 };
-  const fromFeed = source === 'feed';
-  // One array per column: the statement's text and its eleven parameters are the same whatever
-  // the batch, so building it costs nothing and the server plans it from a short text.
+  const upsert = reviewUpsertStatement(db, unique, source);
   const result = await q.raw(
-    `with upserted as (
-     insert into ?? as r (${FIELDS.join(', ')}, id, source, feed_seen_at)
-     select v.*, ?, ${fromFeed ? 'now()' : 'null::timestamptz'}
-       from unnest(?::text[], ?::timestamptz[], ?::numeric[], ?::text[], ?::boolean[], ?::text[],
-                   ?::text[], ?::uuid[], ?::text[], ?::timestamptz[], ?::uuid[])
-            as v(${FIELDS.join(', ')}, id)
-     on conflict (id) do update set
-       ${FIELDS.map((f) => `${f} = case when excluded.observed_at >= r.observed_at then excluded.${f} else r.${f} end`).join(',\n       ')},
-       last_seen_at = now()${fromFeed ? ', feed_seen_at = now(), removed_at = null' : ''}
-     returning (xmax = 0) as inserted)
+    `with upserted as (${upsert.sql})
      select count(*) filter (where inserted) as inserted, count(*) as total from upserted`,
-    [
-      db.table('reviews'),
-      source,
-      ...FIELDS.map((f) => unique.map((r) => r[f]) as string[]),
-      unique.map((r) => r.id),
-    ],
+    upsert.bindings as Knex.RawBinding[],
   );
   // One row of counts back, not one per review.
   const [counts] = result.rows as Array<{ inserted: string | number; total: string | number }>;

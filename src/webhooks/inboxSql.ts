@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Queryable, Tables } from '../db/queryable.js';
-import { toReviewRow } from '../mirror/reviewRow.js';
-import { upsertReviews } from '../mirror/reviewsSql.js';
+import { latestPerId, toReviewRow } from '../mirror/reviewRow.js';
+import { reviewUpsertStatement } from '../mirror/reviewsSql.js';
 import type { ReviewCreatedEvent } from './event.js';
 
 /** A verified, parsed delivery, ready to be stored. */
@@ -25,10 +25,11 @@ export async function readLastDeliveryAt(q: Queryable, db: Tables): Promise<Date
 }
 
 /**
- * Stores a batch of deliveries in one transaction: a new inbox row per event not seen before, and
- * the reviews upserted with source `webhook`. Every delivery, duplicate or not, goes through the
- * upsert, which records the sighting and never lets an older version overwrite a newer one.
- * Returns one outcome per delivery, in order: the first delivery of an event is `accepted`.
+ * Stores a batch of deliveries in one statement, so one round trip and one commit: a new inbox
+ * row per event not seen before, and the reviews upserted with source `webhook`. Every delivery,
+ * duplicate or not, goes through the upsert, which records the sighting and never lets an older
+ * version overwrite a newer one. Returns one outcome per delivery, in order: the first delivery
+ * of an event is `accepted`.
  */
 export async function storeDeliveries(
   q: Queryable,
@@ -36,39 +37,42 @@ export async function storeDeliveries(
   deliveries: readonly Delivery[],
 ): Promise<DeliveryOutcome[]> {
   if (deliveries.length === 0) return [];
-  return q.transaction(async (trx: Knex.Transaction) => {
-    const firstOfEvent = new Map<string, number>();
-    deliveries.forEach((d, index) => {
-      const key = `${d.event.data.id}\u0000${d.event.event}`;
-      if (!firstOfEvent.has(key)) firstOfEvent.set(key, index);
-    });
-    const candidates = [...firstOfEvent.values()].map((index) => deliveries[index]!);
-    const inserted = (await trx(db.table('webhook_inbox'))
-      .insert(
-        candidates.map((d) => ({
-          review_id: d.event.data.id,
-          event: d.event.event,
-          event_at: d.observedAt,
-          body: d.body,
-        })),
-      )
-      .onConflict(['review_id', 'event'])
-      .ignore()
-      .returning(['review_id', 'event'])) as Array<{ review_id: string; event: string }>;
-    const fresh = new Set(inserted.map((r) => `${r.review_id}\u0000${r.event}`));
-
-    await upsertReviews(
-      trx,
-      db,
-      deliveries.map((d) => toReviewRow(d.event.data, d.observedAt)),
-      'webhook',
-    );
-
-    return deliveries.map((d, index) => {
-      const key = `${d.event.data.id}\u0000${d.event.event}`;
-      return firstOfEvent.get(key) === index && fresh.has(key) ? 'accepted' : 'duplicate';
-    });
+  const keyOf = (d: Delivery) => `${d.event.data.id}\u0000${d.event.event}`;
+  const firstOfEvent = new Map<string, number>();
+  deliveries.forEach((d, index) => {
+    if (!firstOfEvent.has(keyOf(d))) firstOfEvent.set(keyOf(d), index);
   });
+  const candidates = [...firstOfEvent.values()].map((index) => deliveries[index]!);
+  const upsert = reviewUpsertStatement(
+    db,
+    latestPerId(deliveries.map((d) => toReviewRow(d.event.data, d.observedAt))),
+    'webhook',
+  );
+  // Both inserts run whole in the one statement (data-modifying CTEs always do); only the inbox's
+  // new keys come back.
+  const result = await q.raw(
+    `with fresh as (
+       insert into ?? (review_id, event, event_at, body)
+       select * from unnest(?::uuid[], ?::text[], ?::timestamptz[], ?::text[])
+       on conflict (review_id, event) do nothing
+       returning review_id, event),
+     upserted as (${upsert.sql})
+     select review_id, event from fresh`,
+    [
+      db.table('webhook_inbox'),
+      candidates.map((d) => d.event.data.id),
+      candidates.map((d) => d.event.event),
+      candidates.map((d) => d.observedAt),
+      candidates.map((d) => d.body),
+      ...upsert.bindings,
+    ] as Knex.RawBinding[],
+  );
+  const fresh = new Set(
+    (result.rows as Array<{ review_id: string; event: string }>).map((r) => `${r.review_id}\u0000${r.event}`),
+  );
+  return deliveries.map((d, index) =>
+    firstOfEvent.get(keyOf(d)) === index && fresh.has(keyOf(d)) ? 'accepted' : 'duplicate',
+  );
 }
 
 /** A stored delivery, as `webhooks replay` reads it back. */
