@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Queryable, Tables } from '../db/queryable.js';
+import { arrayLiteral } from './arrayLiteral.js';
 import { latestPerId, type ReviewRow } from './reviewRow.js';
 
 export type ReviewSource = 'feed' | 'webhook';
@@ -21,6 +22,14 @@ const FIELDS = [
   'professional_name',
   'observed_at',
 ] as const;
+
+/** A column's value as the text PostgreSQL parses for its type. */
+function asText(value: ReviewRow[(typeof FIELDS)[number]]): string | null {
+  if (value === null || typeof value === 'string') return value;
+  if (value instanceof Date) return value.toISOString();
+  if (typeof value === 'boolean') return value ? 't' : 'f';
+  return String(value);
+}
 
 /** A data-modifying statement and its bindings, to run alone or as one CTE of a larger statement. */
 export interface Statement {
@@ -56,8 +65,8 @@ export function reviewUpsertStatement(
     bindings: [
       db.table('reviews'),
       source,
-      ...FIELDS.map((f) => unique.map((r) => r[f])),
-      unique.map((r) => r.id),
+      ...FIELDS.map((f) => arrayLiteral(unique.map((r) => asText(r[f])))),
+      arrayLiteral(unique.map((r) => r.id)),
     ],
   };
 }

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Queryable, Tables } from '../db/queryable.js';
+import { arrayLiteral } from '../mirror/arrayLiteral.js';
 import { latestPerId, toReviewRow } from '../mirror/reviewRow.js';
 import { reviewUpsertStatement } from '../mirror/reviewsSql.js';
 import type { ReviewCreatedEvent } from './event.js';
@@ -60,10 +61,10 @@ export async function storeDeliveries(
      select review_id, event from fresh`,
     [
       db.table('webhook_inbox'),
-      candidates.map((d) => d.event.data.id),
-      candidates.map((d) => d.event.event),
-      candidates.map((d) => d.observedAt),
-      candidates.map((d) => d.body),
+      arrayLiteral(candidates.map((d) => d.event.data.id)),
+      arrayLiteral(candidates.map((d) => d.event.event)),
+      arrayLiteral(candidates.map((d) => d.observedAt.toISOString())),
+      arrayLiteral(candidates.map((d) => d.body)),
       ...upsert.bindings,
     ] as Knex.RawBinding[],
   );
