@@ -137,6 +137,8 @@ async function waitReady(url: string): Promise<void> {
 interface Target {
   readonly origin: string;
   readonly child: Child;
+  /** The daemon's admin port, for its own view of each phase; none for the bare server. */
+  readonly adminPort?: number;
 }
 
 /** `review-mirror run` as shipped: only the receiver matters here, so no platform is configured. */
@@ -165,7 +167,7 @@ async function startDaemon(
     await child.stop();
     throw error;
   }
-  return { origin: `http://127.0.0.1:${httpPort}`, child };
+  return { origin: `http://127.0.0.1:${httpPort}`, child, adminPort };
 }
 
 async function startBareServer(): Promise<Target> {
@@ -173,12 +175,44 @@ async function startBareServer(): Promise<Target> {
   return { origin: match[1]!, child };
 }
 
-interface Workload {
-  closed: Sent;
-  open: Array<{ rate: number; sent: Sent }>;
+/** One scrape of a daemon's /metrics: sample (name with labels) to value. */
+async function scrape(adminPort: number): Promise<Map<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+  const samples = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#') || line.trim() === '') continue;
+    const at = line.lastIndexOf(' ');
+    samples.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return samples;
 }
 
-async function drive(origin: string, options: BenchOptions): Promise<Workload> {
+/**
+ * Where a phase's tail came from, as the daemon saw it: its inbox commits (how many, how many
+ * slower than 25 and 100 ms), its event loop's longest delay (the gauge resets at every scrape)
+ * and its garbage collector's time.
+ */
+function daemonView(before: Map<string, number>, after: Map<string, number>): Record<string, number> {
+  const delta = (name: string) => (after.get(name) ?? 0) - (before.get(name) ?? 0);
+  const commit = 'review_mirror_webhook_commit_seconds';
+  const commits = delta(`${commit}_count`);
+  const gc = (kind: string) => delta(`review_mirror_nodejs_gc_duration_seconds_sum{kind="${kind}"}`);
+  return {
+    commits,
+    commit_mean_ms: commits === 0 ? 0 : (delta(`${commit}_sum`) / commits) * 1000,
+    commits_over_25ms: commits - delta(`${commit}_bucket{le="0.025"}`),
+    commits_over_100ms: commits - delta(`${commit}_bucket{le="0.1"}`),
+    event_loop_max_ms: (after.get('review_mirror_nodejs_eventloop_lag_max_seconds') ?? 0) * 1000,
+    gc_ms: (gc('minor') + gc('major') + gc('incremental')) * 1000,
+  };
+}
+
+interface Workload {
+  closed: Sent;
+  open: Array<{ rate: number; sent: Sent; daemon: Record<string, number> }>;
+}
+
+async function drive({ origin, adminPort }: Target, options: BenchOptions): Promise<Workload> {
   const closedCount = options.quick ? 500 : 20_000;
   const rates = options.quick ? [200] : [200, 1_000, 2_000];
   const openSeconds = options.quick ? 1 : 10;
@@ -186,7 +220,12 @@ async function drive(origin: string, options: BenchOptions): Promise<Workload> {
   const closed = await closedLoop(origin, deliveries(closedCount), CLOSED_LOOP_CONCURRENCY);
   const open: Workload['open'] = [];
   for (const rate of rates) {
-    open.push({ rate, sent: await openLoop(origin, deliveries(rate * openSeconds), rate) });
+    const batch = deliveries(rate * openSeconds);
+    const before = adminPort === undefined ? undefined : await scrape(adminPort);
+    const sent = await openLoop(origin, batch, rate);
+    const daemon =
+      adminPort === undefined || before === undefined ? {} : daemonView(before, await scrape(adminPort));
+    open.push({ rate, sent, daemon });
   }
   return { closed, open };
 }
@@ -224,7 +263,7 @@ export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]
   const bare = await startBareServer();
   let baseline: Workload;
   try {
-    baseline = await drive(bare.origin, options);
+    baseline = await drive(bare, options);
   } finally {
     await bare.child.stop();
   }
@@ -236,7 +275,7 @@ export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]
     const daemon = await startDaemon(options.databaseUrl, dataDir, schema);
     let subject: Workload;
     try {
-      subject = await drive(daemon.origin, options);
+      subject = await drive(daemon, options);
     } finally {
       await daemon.child.stop();
     }
@@ -262,7 +301,7 @@ export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]
         acknowledged_stored: stored === acknowledged.length ? 'all' : stored,
       },
     };
-    const open = subject.open.map(({ rate, sent }, i): BenchResult => {
+    const open = subject.open.map(({ rate, sent, daemon: seen }, i): BenchResult => {
       const bareSent = baseline.open[i]!.sent;
       return {
         name: `webhook open loop, ${rate.toLocaleString('en')}/s`,
@@ -278,6 +317,7 @@ export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]
           bare_p50_ms: ms(quantile(bareSent.latencies, 0.5)),
           bare_p99_ms: ms(quantile(bareSent.latencies, 0.99)),
           bare_max_ms: ms(Math.max(...bareSent.latencies)),
+          ...seen,
         },
       };
     });
