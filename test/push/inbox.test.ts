@@ -32,6 +32,10 @@ describe('the CRM inbox of the daemon', () => {
 
   it('pushes a dropped export once it is complete, then moves it and its report to processed/; an events file dropped three times sends each event once', async () => {
     const inbox = await mkdtemp(join(tmpdir(), 'rm-inbox-'));
+    // A report left behind by a push killed before it moved its export: contacts-shaped, but a
+    // report, never an export (the soak found the inbox pushing one).
+    const leftover = 'killed.csv.rejects.csv';
+    await writeFile(join(inbox, leftover), 'external_id,email,name\nreport-1,r1@example.com,From A Report\n');
     const setup = await daemonSetup(sandbox, {
       SYNC_REVIEWS_CRON: 'off',
       CRM_INBOX_DIR: inbox,
@@ -62,6 +66,7 @@ describe('the CRM inbox of the daemon', () => {
         Array.from({ length: 100 }, (_, i) => `crm-${i}`).sort(),
       );
       expect(await readdir(inbox)).toEqual(expect.not.arrayContaining(['crm-export.csv']));
+      expect(await readdir(inbox)).toContain(leftover);
       const report = await readFile(join(inbox, 'processed', 'crm-export.csv.rejects.csv'), 'utf8');
       expect(report).toContain('102,email,is not an email address,');
 

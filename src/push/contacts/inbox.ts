@@ -10,6 +10,8 @@ import { formatOf } from '../readRecords.js';
 import { type PushContactsDeps, type PushContactsOptions, pushContacts } from './pushContacts.js';
 
 const EXPORT_FILE = /\.(csv|tsv|txt|jsonl|ndjson)$/i;
+/** Our own report beside an export (`FILE.rejects.csv`): one left by a killed push is not an export. */
+const REPORT_FILE = /\.rejects\.csv$/i;
 /** Events files (`events*.csv`, `events*.jsonl`, …) go to the outbox; every other export is contacts. */
 const EVENTS_FILE = /^events/i;
 
@@ -39,7 +41,10 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
       await mkdir(join(options.dir, 'processed'), { recursive: true });
       await mkdir(join(options.dir, 'failed'), { recursive: true });
       const names = (await readdir(options.dir, { withFileTypes: true }))
-        .filter((e) => e.isFile() && !e.name.startsWith('.') && EXPORT_FILE.test(e.name))
+        .filter(
+          (e) =>
+            e.isFile() && !e.name.startsWith('.') && EXPORT_FILE.test(e.name) && !REPORT_FILE.test(e.name),
+        )
         .map((e) => e.name)
         .sort();
       const now = Date.now();
