@@ -51,7 +51,13 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
       for (const name of names) {
         signal?.throwIfAborted();
         const path = join(options.dir, name);
-        const { size, mtimeMs } = await stat(path);
+        // Gone since the listing (moved or deleted by someone else): nothing to push.
+        const stats = await stat(path).catch((error: NodeJS.ErrnoException) => {
+          if (error.code === 'ENOENT') return undefined;
+          throw error;
+        });
+        if (stats === undefined) continue;
+        const { size, mtimeMs } = stats;
         const before = seen.get(name);
         if (before === undefined || before.size !== size || before.mtimeMs !== mtimeMs) {
           seen.set(name, { size, mtimeMs, since: now });
