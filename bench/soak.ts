@@ -8,9 +8,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type Db, openDb } from '../src/db/connect.js';
-import { SandboxControl, type Truth } from '../src/sandbox/controlClient.js';
+import { SandboxControl } from '../src/sandbox/controlClient.js';
 import { makeRandom } from '../src/sandbox/random.js';
-import { startSandbox } from '../src/sandbox/server.js';
+import { startSandboxProcess } from './soakSandbox.js';
+import { type EventAttempt, type ExpectedReport, type Output, type Person, verify } from './soakVerify.js';
 
 /**
  * `npm run soak [-- --seconds N --replicas N --seed S]`: the daemon (one or two replicas) against
@@ -36,19 +37,14 @@ const SEED = Number(args.seed);
 const RESTART_POSTGRES = args['restart-postgres'] === true;
 const DATABASE_URL = process.env.SOAK_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 const random = makeRandom(SEED);
+/** The ticks of the two provisioning runs: early, so that the 20 s run of the suite reaches both. */
+const PROVISION_TICKS = [2, 8] as const;
 const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
 
 interface Replica {
   readonly env: NodeJS.ProcessEnv;
   child: ChildProcess | undefined;
   log: string;
-}
-
-/** A CRM contact as the driver last wrote it: what the platform must hold at the end. */
-interface Person {
-  readonly email: string;
-  readonly externalId: string;
-  name: string;
 }
 
 const differences: string[] = [];
@@ -65,12 +61,16 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/** Every CLI run's output, scanned for secrets at the end. */
+const cliOutputs: Output[] = [];
+
 async function runCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string }> {
   const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
   child.stderr.setEncoding('utf8').on('data', (d: string) => (out += d));
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  cliOutputs.push({ who: `\`review-mirror ${args.slice(0, 2).join(' ')}\``, text: out });
   return { code, out };
 }
 
@@ -106,11 +106,10 @@ async function waitUntil(what: string, probe: () => Promise<boolean>, timeoutMs:
 const csvCell = (v: string) => (/[",\n]/.test(v) ? `"${v.replaceAll('"', '""')}"` : v);
 
 async function main(): Promise<void> {
-  const sandbox = await startSandbox({
-    port: 0,
+  // The platform in its own process, as a deployment meets it.
+  const sandbox = await startSandboxProcess(CLI, {
     seed: SEED,
     seedReviews: 300,
-    allowHttpWebhooks: true,
     timeScale: 0.01,
     surveyDelayMs: 500,
   });
@@ -156,10 +155,9 @@ async function main(): Promise<void> {
   }
   const db: Db = await openDb({ url: DATABASE_URL, schema, poolMax: 2, dataDir: undefined });
   const people = new Map<string, Person>();
-  const eventKeys: string[] = [];
-  let invalidRows = 0;
-  let replacedRows = 0;
-  let files = 0;
+  const events = new Map<string, EventAttempt>();
+  const files = new Map<string, ExpectedReport>();
+  const provisioned = { runs: 0, first: 0, second: 0 };
   let kills = 0;
   let restarted = false;
   let suppressed = 0;
@@ -206,7 +204,8 @@ async function main(): Promise<void> {
       }
       // A CRM export: new people, changed names, a duplicate row and an invalid one.
       if (tick % 10 === 3) {
-        const rows: string[] = ['email,name,external_id'];
+        // Each row with its key (external_id; none for the invalid row), in file order.
+        const rows: { line: string; key: string }[] = [];
         for (let n = 0; n < 8; n++) {
           const existing = people.size > 0 && random() < 0.4 ? pick([...people.values()]) : undefined;
           const person = existing ?? {
@@ -216,19 +215,31 @@ async function main(): Promise<void> {
           };
           person.name = `Person ${person.externalId} v${tick}`;
           people.set(person.email, person);
-          rows.push([person.email, person.name, person.externalId].map(csvCell).join(','));
+          rows.push({
+            line: [person.email, person.name, person.externalId].map(csvCell).join(','),
+            key: person.externalId,
+          });
         }
         const again = pick([...people.values()]);
         again.name = `${again.name} (again)`;
-        rows.push([again.email, again.name, again.externalId].map(csvCell).join(','));
-        rows.push(`not-an-email-${tick},Nobody,crm-bad-${tick}`);
-        invalidRows++;
-        // A row whose email comes again later in the file is replaced, and reported as such.
-        const emails = rows.slice(1).map((row) => row.split(',')[0]);
-        replacedRows += emails.filter((email, i) => emails.indexOf(email, i + 1) !== -1).length;
-        const name = `contacts-${String(++files).padStart(4, '0')}.csv`;
+        rows.push({
+          line: [again.email, again.name, again.externalId].map(csvCell).join(','),
+          key: again.externalId,
+        });
+        rows.push({ line: `not-an-email-${tick},Nobody,crm-bad-${tick}`, key: '' });
+        // The report, by physical line (the header is line 1): the invalid row with no key, and
+        // each row whose key comes again later in the file, replaced by that row, with its key.
+        const expected = { rejected: new Map<number, string>(), valid: new Set<number>() };
+        rows.forEach((row, i) => {
+          const line = i + 2;
+          if (row.key === '' || rows.some((later, j) => j > i && later.key === row.key))
+            expected.rejected.set(line, row.key);
+          else expected.valid.add(line);
+        });
+        const name = `contacts-${String(files.size + 1).padStart(4, '0')}.csv`;
+        files.set(name, expected);
         // Written elsewhere, then moved in whole, as an export job should.
-        await writeFile(join(work, name), `${rows.join('\n')}\n`);
+        await writeFile(join(work, name), `email,name,external_id\n${rows.map((r) => r.line).join('\n')}\n`);
         await rename(join(work, name), join(inbox, name));
       }
       // Events from the partner's application, in its own transactions.
@@ -242,10 +253,10 @@ async function main(): Promise<void> {
             key,
             JSON.stringify({ k: key }),
           ])
-          // A transaction that failed (the database restarting) enqueued nothing: no key to expect.
+          // A call that failed (the database restarting) may still have committed: the outbox tells.
           .then(
-            () => eventKeys.push(key),
-            () => {},
+            () => events.set(key, { source: 'sql', confirmed: true }),
+            () => events.set(key, { source: 'sql', confirmed: false }),
           );
       }
       // Events also arrive as files in the inbox, and through the CLI.
@@ -254,10 +265,11 @@ async function main(): Promise<void> {
         const rows = keys.map((key) =>
           [key, `${key}@soak.example`, 'matter.closed', JSON.stringify({ k: key })].map(csvCell).join(','),
         );
-        const name = `events-${String(++files).padStart(4, '0')}.csv`;
+        const name = `events-${String(files.size + 1).padStart(4, '0')}.csv`;
+        files.set(name, { rejected: new Map(), valid: new Set(keys.map((_, i) => i + 2)) });
         await writeFile(join(work, name), `event_id,email,event_type,metadata\n${rows.join('\n')}\n`);
         await rename(join(work, name), join(inbox, name));
-        eventKeys.push(...keys);
+        for (const key of keys) events.set(key, { source: 'file', confirmed: false, file: name });
       }
       if (tick % 25 === 13) {
         const key = `soak-cli-${SEED}-${tick}`;
@@ -276,7 +288,8 @@ async function main(): Promise<void> {
           ],
           replicas[0]!.env,
         );
-        if (sent.code === 0) eventKeys.push(key);
+        // Exit 0: enqueued. Otherwise it may or may not have committed: the outbox tells.
+        events.set(key, { source: 'cli', confirmed: sent.code === 0 });
       }
       // Locations come and go on the platform's side too.
       if (tick % 30 === 17) {
@@ -308,9 +321,12 @@ async function main(): Promise<void> {
         });
         if (result.status !== 0) differ(`PostgreSQL did not restart: ${result.stderr.trim()}`);
       }
-      // Provisioning, twice: the second run must create nothing.
-      if (tick === 30 || tick === 60) {
+      // Provisioning, twice, early (the 20 s run reaches both), faults on: the first run creates
+      // (or finds) every record with its survey URL, the second creates nothing.
+      if (tick === PROVISION_TICKS[0] || tick === PROVISION_TICKS[1]) {
+        const run = tick === PROVISION_TICKS[0] ? 'first' : 'second';
         const file = join(work, 'team.yaml');
+        const report = join(work, `provision-${run}.json`);
         await writeFile(
           file,
           `locations:\n  - {name: Soak Office, slug: soak-office}\nprofessionals:\n${[1, 2, 3]
@@ -320,9 +336,20 @@ async function main(): Promise<void> {
             )
             .join('\n')}\n`,
         );
-        const result = await runCli(['provision', file], replicas[0]!.env);
-        if (tick === 60 && !/existed/.test(result.out))
-          differ(`second provision created again:\n${result.out}`);
+        const result = await runCli(['provision', file, '--report', report], replicas[0]!.env);
+        const results = await readFile(report, 'utf8').then(
+          (text) =>
+            JSON.parse(text) as { kind: string; slug: string; outcome: string; survey_url: string | null }[],
+          () => [],
+        );
+        const allowed = run === 'first' ? ['created', 'existed'] : ['existed'];
+        const wrong = results.filter((r) => !allowed.includes(r.outcome) || r.survey_url === null);
+        if (result.code !== 0 || results.length !== 4 || wrong.length > 0)
+          differ(
+            `${run} provision (exit ${result.code}): ${results.length} of 4 records, ${wrong.map((r) => `${r.kind} ${r.slug} ${r.outcome}${r.survey_url === null ? ' without a survey URL' : ''}`).join(', ') || 'none wrong'}\n${result.out}`,
+          );
+        provisioned.runs++;
+        provisioned[run] = results.filter((r) => r.outcome === 'created').length;
       }
       // Faults, on and off.
       if (tick % 30 === 0) {
@@ -372,24 +399,32 @@ async function main(): Promise<void> {
       const result = await runCli(['sync', ...target], replicas[0]!.env);
       if (result.code !== 0) differ(`sync ${target.join(' ')} failed: ${result.out.trim()}`);
     }
+    // The replicas stop (their logs complete, the mirror still) before anything is compared.
+    for (const r of replicas) await stop(r, 'SIGTERM');
+    if (!sandbox.alive()) differ(`the sandbox died:\n${sandbox.output()}`);
+    if (provisioned.runs !== 2)
+      differ(`provisioning ran ${provisioned.runs} of 2 times (the run is too short)`);
     const truth = await control.truth(sandbox.companyId);
     const summary = await verify(
       db,
       schema,
       truth,
-      people,
-      eventKeys,
-      invalidRows + replacedRows,
+      {
+        people,
+        events,
+        files,
+        outputs: [...replicas.map((r, i) => ({ who: `replica ${i}'s log`, text: r.log })), ...cliOutputs],
+      },
       inbox,
-      replicas,
       sandbox.apiKey,
+      differ,
     );
     process.stdout.write(
       `soak: seconds=${SECONDS} replicas=${REPLICAS} seed=${SEED} ${Object.entries(summary)
         .map(([k, v]) => `${k}=${v}`)
         .join(
           ' ',
-        )} kills=${kills} postgres_restarts=${restarted ? 1 : 0} suppressed_now=${suppressed} files=${files} differences=${differences.length}\n`,
+        )} provision_created=${provisioned.first} provision_recreated=${provisioned.second} kills=${kills} postgres_restarts=${restarted ? 1 : 0} suppressed_now=${suppressed} files=${files.size} differences=${differences.length}\n`,
     );
   } finally {
     for (const r of replicas) await stop(r, 'SIGTERM');
@@ -400,127 +435,6 @@ async function main(): Promise<void> {
   }
   for (const d of differences) process.stderr.write(`soak: ${d}\n`);
   if (differences.length > 0) process.exitCode = 1;
-}
-
-async function verify(
-  db: Db,
-  schema: string,
-  truth: Truth,
-  people: Map<string, Person>,
-  eventKeys: string[],
-  /** Invalid rows and replaced duplicates: every one a line of some report. */
-  reportedRows: number,
-  inbox: string,
-  replicas: Replica[],
-  apiKey: string,
-): Promise<Record<string, number>> {
-  const t = (name: string) => `${schema}.${name}`;
-  // Reviews: the visible ones current in the mirror, field by field; the hidden ones removed.
-  const mirror = new Map((await db.knex(t('reviews'))).map((r) => [r.id as string, r]));
-  let removed = 0;
-  for (const review of truth.reviews) {
-    const row = mirror.get(review.id);
-    const visible = review.public && !review.suppressed;
-    if (visible) {
-      if (row === undefined || row.removed_at !== null)
-        differ(`review ${review.id} visible but not current in the mirror`);
-      else if (Number(row.rating) !== review.rating || row.comment !== review.comment)
-        differ(`review ${review.id} differs`);
-    } else if (row !== undefined) {
-      if (row.removed_at === null)
-        differ(`review ${review.id} hidden on the platform but current in the mirror`);
-      else removed++;
-    }
-  }
-  const known = new Set(truth.reviews.map((r) => r.id));
-  for (const id of mirror.keys()) if (!known.has(id)) differ(`review ${id} unknown to the platform`);
-
-  // The directory, with survey URLs.
-  for (const [table, records] of [
-    ['locations', truth.locations],
-    ['professionals', truth.professionals],
-  ] as const) {
-    const rows = new Map((await db.knex(t(table))).map((r) => [String(r.id), r]));
-    for (const record of records) {
-      const row = rows.get(String(record.id));
-      if (row === undefined || row.removed_at !== null)
-        differ(`${table} ${record.slug} missing from the mirror`);
-      else if (row.active !== record.active || row.default_survey_url !== record.default_survey_url) {
-        differ(`${table} ${record.slug} differs (active, survey URL)`);
-      }
-    }
-  }
-
-  // Contacts: each valid one on the platform with its latest content.
-  const contacts = new Map(truth.contacts.map((c) => [c.email, c]));
-  for (const person of people.values()) {
-    const contact = contacts.get(person.email);
-    if (contact === undefined) differ(`contact ${person.email} not on the platform`);
-    else if (contact.name !== person.name || contact.external_id !== person.externalId) {
-      differ(`contact ${person.email} is "${contact.name}", last exported "${person.name}"`);
-    }
-  }
-
-  // Events: once by key. A second send happens only after an answer was lost (a kill mid-send,
-  // the database gone when the outcome was written), which flags the row a possible duplicate;
-  // and each claim sends at most once, so no key is sent more often than the outbox claimed it.
-  const sent = new Map<string, number>();
-  for (const e of truth.events) sent.set(String(e.metadata?.k), (sent.get(String(e.metadata?.k)) ?? 0) + 1);
-  const rows = new Map(
-    (await db.knex(t('events_outbox')).select('idempotency_key', 'possible_duplicate', 'attempts')).map(
-      (r) => [r.idempotency_key as string, r as { possible_duplicate: boolean; attempts: number }],
-    ),
-  );
-  let duplicates = 0;
-  for (const key of eventKeys) {
-    const times = sent.get(key) ?? 0;
-    const row = rows.get(key);
-    if (times === 0) differ(`event ${key} never sent`);
-    if (times > 1) {
-      duplicates += times - 1;
-      if (row?.possible_duplicate !== true || times > row.attempts) {
-        differ(
-          `event ${key} sent ${times} times (flagged: ${row?.possible_duplicate}, claimed ${row?.attempts} times)`,
-        );
-      }
-    }
-  }
-
-  // Every invalid row and replaced duplicate is in a report beside its file.
-  let reported = 0;
-  for (const dir of ['processed', 'failed']) {
-    for (const name of await readdir(join(inbox, dir)).catch(() => [] as string[])) {
-      if (!name.endsWith('.rejects.csv')) continue;
-      const text = await readFile(join(inbox, dir, name), 'utf8');
-      reported += text.trim().split('\n').length - 1;
-    }
-  }
-  if (reported !== reportedRows)
-    differ(`${reportedRows} invalid or replaced rows exported, ${reported} reported`);
-
-  // Every delivery the daemon acknowledged is in the mirror.
-  const acknowledged = new Set(
-    truth.deliveries.filter((d) => d.state === 'delivered').map((d) => d.review_id),
-  );
-  for (const id of acknowledged)
-    if (!mirror.has(id)) differ(`acknowledged delivery of ${id} not in the mirror`);
-
-  // No secret in any log line.
-  const secrets = [apiKey, ...truth.webhooks.map((w) => w.signing_secret)];
-  for (const [i, r] of replicas.entries()) {
-    for (const secret of secrets) if (r.log.includes(secret)) differ(`replica ${i}'s log holds a secret`);
-  }
-  return {
-    reviews: truth.reviews.length,
-    removed,
-    locations: truth.locations.length,
-    professionals: truth.professionals.length,
-    contacts: people.size,
-    events: eventKeys.length,
-    duplicates,
-    rejected: reported,
-    webhooks_acknowledged: acknowledged.size,
-  };
 }
 
 await main();
