@@ -29,13 +29,19 @@ const { values: args } = parseArgs({
     seed: { type: 'string', default: '7' },
     // Restarts the PostgreSQL cluster of this machine once, halfway (pg_ctlcluster: needs root).
     'restart-postgres': { type: 'boolean', default: false },
+    // One replica on the embedded database (PGlite) under a temporary DATA_DIR instead.
+    embedded: { type: 'boolean', default: false },
   },
 });
 const SECONDS = Number(args.seconds);
-const REPLICAS = Number(args.replicas);
+const EMBEDDED = args.embedded === true;
+// The embedded database belongs to one process: one replica, and no SQL from the driver meanwhile.
+const REPLICAS = EMBEDDED ? 1 : Number(args.replicas);
 const SEED = Number(args.seed);
-const RESTART_POSTGRES = args['restart-postgres'] === true;
-const DATABASE_URL = process.env.SOAK_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+const RESTART_POSTGRES = args['restart-postgres'] === true && !EMBEDDED;
+const DATABASE_URL = EMBEDDED
+  ? undefined
+  : process.env.SOAK_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 const random = makeRandom(SEED);
 /** The ticks of the two provisioning runs: early, so that the 20 s run of the suite reaches both. */
 const PROVISION_TICKS = [2, 8] as const;
@@ -43,6 +49,7 @@ const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.le
 
 interface Replica {
   readonly env: NodeJS.ProcessEnv;
+  readonly adminUrl: string;
   child: ChildProcess | undefined;
   log: string;
 }
@@ -119,14 +126,18 @@ async function main(): Promise<void> {
   const inbox = join(work, 'inbox');
   await mkdir(inbox);
   const replicas: Replica[] = [];
+  // Embedded: no DATABASE_URL at all, whatever the environment holds.
+  const { DATABASE_URL: _inherited, ...environment } = process.env;
   for (let i = 0; i < REPLICAS; i++) {
     const httpPort = await freePort();
+    const adminPort = await freePort();
     replicas.push({
       child: undefined,
       log: '',
+      adminUrl: `http://127.0.0.1:${adminPort}`,
       env: {
-        ...process.env,
-        DATABASE_URL,
+        ...environment,
+        ...(DATABASE_URL === undefined ? {} : { DATABASE_URL }),
         DB_SCHEMA: schema,
         DATA_DIR: join(work, `data-${i}`),
         REVIEWS_API_URL: sandbox.url,
@@ -134,7 +145,7 @@ async function main(): Promise<void> {
         HTTP_HOST: '127.0.0.1',
         HTTP_PORT: String(httpPort),
         ADMIN_HOST: '127.0.0.1',
-        ADMIN_PORT: String(await freePort()),
+        ADMIN_PORT: String(adminPort),
         // The platform delivers to the first replica; the poll covers whatever it misses.
         WEBHOOK_PUBLIC_URL: i === 0 ? `http://127.0.0.1:${httpPort}/webhooks/review-created` : '',
         SYNC_REVIEWS_CRON: '*/3 * * * * *',
@@ -153,7 +164,26 @@ async function main(): Promise<void> {
       },
     });
   }
-  const db: Db = await openDb({ url: DATABASE_URL, schema, poolMax: 2, dataDir: undefined });
+  // The driver's own connection, as a partner application's; embedded, the daemon's database is
+  // its alone, so it is opened only at the end, once the daemon has stopped.
+  const openMirror = () =>
+    openDb({ url: DATABASE_URL, schema, poolMax: 2, dataDir: EMBEDDED ? join(work, 'data-0') : undefined });
+  let db: Db | undefined = EMBEDDED ? undefined : await openMirror();
+  let pauses = 0;
+  /**
+   * Runs a command that opens the database. Embedded, the daemon is stopped for it (SIGTERM, as an
+   * operator would) and started again after: the data directory belongs to one process.
+   */
+  const withDatabase = async <T>(command: () => Promise<T>): Promise<T> => {
+    if (!EMBEDDED) return command();
+    await stop(replicas[0]!, 'SIGTERM');
+    pauses++;
+    try {
+      return await command();
+    } finally {
+      start(replicas[0]!);
+    }
+  };
   const people = new Map<string, Person>();
   const events = new Map<string, EventAttempt>();
   const files = new Map<string, ExpectedReport>();
@@ -161,15 +191,21 @@ async function main(): Promise<void> {
   let kills = 0;
   let restarted = false;
   let suppressed = 0;
-  const started = Date.now();
   try {
     for (const r of replicas) start(r);
-    // Migrations and the first sync: then the driver starts.
+    // Migrations done and the admin server up: then the driver starts.
+    const ready = (r: Replica) =>
+      fetch(`${r.adminUrl}/readyz`).then(
+        (res) => res.ok,
+        () => false,
+      );
     await waitUntil(
       'first start',
-      async () => await db.knex.schema.withSchema(schema).hasTable('job_leases'),
-      60_000,
+      async () => (await Promise.all(replicas.map(ready))).every(Boolean),
+      120_000,
     );
+    // The run's time counts from here: the embedded database's first start takes a while.
+    const started = Date.now();
 
     const deadline = started + SECONDS * 1000;
     let nextKill = started + (SECONDS * 1000) / 5;
@@ -242,8 +278,9 @@ async function main(): Promise<void> {
         await writeFile(join(work, name), `email,name,external_id\n${rows.map((r) => r.line).join('\n')}\n`);
         await rename(join(work, name), join(inbox, name));
       }
-      // Events from the partner's application, in its own transactions.
-      if (random() < 0.5) {
+      // Events from the partner's application, in its own transactions (none embedded: the daemon's
+      // database has no other client).
+      if (random() < 0.5 && db !== undefined) {
         const key = `soak-${SEED}-${tick}`;
         await db.knex
           .raw('select ??(?, ?, ?, ?::jsonb)', [
@@ -273,20 +310,22 @@ async function main(): Promise<void> {
       }
       if (tick % 25 === 13) {
         const key = `soak-cli-${SEED}-${tick}`;
-        const sent = await runCli(
-          [
-            'events',
-            'send',
-            '--email',
-            `${key}@soak.example`,
-            '--type',
-            'matter.closed',
-            '--key',
-            key,
-            '--metadata',
-            JSON.stringify({ k: key }),
-          ],
-          replicas[0]!.env,
+        const sent = await withDatabase(() =>
+          runCli(
+            [
+              'events',
+              'send',
+              '--email',
+              `${key}@soak.example`,
+              '--type',
+              'matter.closed',
+              '--key',
+              key,
+              '--metadata',
+              JSON.stringify({ k: key }),
+            ],
+            replicas[0]!.env,
+          ),
         );
         // Exit 0: enqueued. Otherwise it may or may not have committed: the outbox tells.
         events.set(key, { source: 'cli', confirmed: sent.code === 0 });
@@ -312,7 +351,12 @@ async function main(): Promise<void> {
           );
         }
       }
-      // The database restarts once, halfway.
+      // The database restarts once, halfway; embedded, the daemon it lives in is killed instead.
+      if (EMBEDDED && !restarted && Date.now() > started + (SECONDS * 1000) / 2) {
+        restarted = true;
+        await stop(replicas[0]!, 'SIGKILL');
+        start(replicas[0]!);
+      }
       if (RESTART_POSTGRES && !restarted && Date.now() > started + (SECONDS * 1000) / 2) {
         restarted = true;
         const cluster = (await readdir('/etc/postgresql'))[0]!;
@@ -336,7 +380,9 @@ async function main(): Promise<void> {
             )
             .join('\n')}\n`,
         );
-        const result = await runCli(['provision', file, '--report', report], replicas[0]!.env);
+        const result = await withDatabase(() =>
+          runCli(['provision', file, '--report', report], replicas[0]!.env),
+        );
         const results = await readFile(report, 'utf8').then(
           (text) =>
             JSON.parse(text) as { kind: string; slug: string; outcome: string; survey_url: string | null }[],
@@ -388,19 +434,31 @@ async function main(): Promise<void> {
       async () => (await readdir(inbox)).every((n) => n === 'processed' || n === 'failed'),
       120_000,
     );
+    // Embedded, the daemon's own gauge tells, read twice a poll apart (it is read after each drain).
+    const backlog = async () =>
+      db === undefined
+        ? Number(
+            /^review_mirror_outbox_backlog (\S+)$/m.exec(
+              await fetch(`${replicas[0]!.adminUrl}/metrics`).then(
+                (res) => res.text(),
+                () => '',
+              ),
+            )?.[1] ?? Number.NaN,
+          )
+        : Number((await db.knex(`${schema}.events_outbox`).whereNot({ state: 'sent' }).count())[0]!.count);
     await waitUntil(
       'outbox drained',
-      async () =>
-        Number((await db.knex(`${schema}.events_outbox`).whereNot({ state: 'sent' }).count())[0]!.count) ===
-        0,
+      async () => (await backlog()) === 0 && (await sleep(1_500)) === undefined && (await backlog()) === 0,
       120_000,
     );
+    // The replicas stop (their logs complete), then one reconcile and a full directory read, and
+    // the mirror stays still while it is compared.
+    for (const r of replicas) await stop(r, 'SIGTERM');
     for (const target of [['reviews', '--full'], ['locations'], ['professionals', '--full']]) {
       const result = await runCli(['sync', ...target], replicas[0]!.env);
       if (result.code !== 0) differ(`sync ${target.join(' ')} failed: ${result.out.trim()}`);
     }
-    // The replicas stop (their logs complete, the mirror still) before anything is compared.
-    for (const r of replicas) await stop(r, 'SIGTERM');
+    db ??= await openMirror();
     if (!sandbox.alive()) differ(`the sandbox died:\n${sandbox.output()}`);
     if (provisioned.runs !== 2)
       differ(`provisioning ran ${provisioned.runs} of 2 times (the run is too short)`);
@@ -420,16 +478,18 @@ async function main(): Promise<void> {
       differ,
     );
     process.stdout.write(
-      `soak: seconds=${SECONDS} replicas=${REPLICAS} seed=${SEED} ${Object.entries(summary)
+      `soak: seconds=${SECONDS} replicas=${REPLICAS} seed=${SEED} database=${EMBEDDED ? 'embedded' : 'postgres'} ${Object.entries(
+        summary,
+      )
         .map(([k, v]) => `${k}=${v}`)
         .join(
           ' ',
-        )} provision_created=${provisioned.first} provision_recreated=${provisioned.second} kills=${kills} postgres_restarts=${restarted ? 1 : 0} suppressed_now=${suppressed} files=${files.size} differences=${differences.length}\n`,
+        )} provision_created=${provisioned.first} provision_recreated=${provisioned.second} kills=${kills} ${EMBEDDED ? `pauses=${pauses} database_kills` : 'postgres_restarts'}=${restarted ? 1 : 0} suppressed_now=${suppressed} files=${files.size} differences=${differences.length}\n`,
     );
   } finally {
     for (const r of replicas) await stop(r, 'SIGTERM');
-    await db.knex.raw('drop schema if exists ?? cascade', [schema]).catch(() => {});
-    await db.close();
+    if (!EMBEDDED) await db?.knex.raw('drop schema if exists ?? cascade', [schema]).catch(() => {});
+    await db?.close();
     await sandbox.close();
     await rm(work, { recursive: true, force: true });
   }
