@@ -11,7 +11,15 @@ import { type Db, openDb } from '../src/db/connect.js';
 import { SandboxControl } from '../src/sandbox/controlClient.js';
 import { makeRandom } from '../src/sandbox/random.js';
 import { startSandboxProcess } from './soakSandbox.js';
-import { type EventAttempt, type ExpectedReport, type Output, type Person, verify } from './soakVerify.js';
+import {
+  type EventAttempt,
+  type ExpectedReject,
+  type ExpectedReport,
+  type Output,
+  type Person,
+  type ProvisionedRecord,
+  verify,
+} from './soakVerify.js';
 
 /**
  * `npm run soak [-- --seconds N --replicas N --seed S]`: the daemon (one or two replicas) against
@@ -187,7 +195,7 @@ async function main(): Promise<void> {
   const people = new Map<string, Person>();
   const events = new Map<string, EventAttempt>();
   const files = new Map<string, ExpectedReport>();
-  const provisioned = { runs: 0, first: 0, second: 0 };
+  const provisioned = { runs: 0, first: 0, second: 0, records: [] as ProvisionedRecord[] };
   let kills = 0;
   let restarted = false;
   let suppressed = 0;
@@ -265,11 +273,13 @@ async function main(): Promise<void> {
         rows.push({ line: `not-an-email-${tick},Nobody,crm-bad-${tick}`, key: '' });
         // The report, by physical line (the header is line 1): the invalid row with no key, and
         // each row whose key comes again later in the file, replaced by that row, with its key.
-        const expected = { rejected: new Map<number, string>(), valid: new Set<number>() };
+        const expected = { rejected: new Map<number, ExpectedReject>(), valid: new Set<number>() };
         rows.forEach((row, i) => {
           const line = i + 2;
-          if (row.key === '' || rows.some((later, j) => j > i && later.key === row.key))
-            expected.rejected.set(line, row.key);
+          const next = rows.findIndex((later, j) => j > i && later.key === row.key);
+          if (row.key === '') expected.rejected.set(line, { key: '', field: 'email' });
+          else if (next !== -1)
+            expected.rejected.set(line, { key: row.key, field: '(row)', replacedBy: next + 2 });
           else expected.valid.add(line);
         });
         const name = `contacts-${String(files.size + 1).padStart(4, '0')}.csv`;
@@ -384,8 +394,7 @@ async function main(): Promise<void> {
           runCli(['provision', file, '--report', report], replicas[0]!.env),
         );
         const results = await readFile(report, 'utf8').then(
-          (text) =>
-            JSON.parse(text) as { kind: string; slug: string; outcome: string; survey_url: string | null }[],
+          (text) => JSON.parse(text) as ProvisionedRecord[],
           () => [],
         );
         const allowed = run === 'first' ? ['created', 'existed'] : ['existed'];
@@ -395,6 +404,7 @@ async function main(): Promise<void> {
             `${run} provision (exit ${result.code}): ${results.length} of 4 records, ${wrong.map((r) => `${r.kind} ${r.slug} ${r.outcome}${r.survey_url === null ? ' without a survey URL' : ''}`).join(', ') || 'none wrong'}\n${result.out}`,
           );
         provisioned.runs++;
+        provisioned.records.push(...results);
         provisioned[run] = results.filter((r) => r.outcome === 'created').length;
       }
       // Faults, on and off.
@@ -471,6 +481,7 @@ async function main(): Promise<void> {
         people,
         events,
         files,
+        provisioned: provisioned.records,
         outputs: [...replicas.map((r, i) => ({ who: `replica ${i}'s log`, text: r.log })), ...cliOutputs],
       },
       inbox,

@@ -26,12 +26,22 @@ export interface EventAttempt {
   readonly file?: string;
 }
 
+/** A line of a `.rejects.csv` (src/push/rejectReport.ts) as the driver expects it. */
+export interface ExpectedReject {
+  /** The contact's key (its external_id); '' for an invalid row, which has none. */
+  readonly key: string;
+  /** `email` for the invalid row (its email is not one); `(row)` for a replaced one. */
+  readonly field: string;
+  /** For a replaced row: the line of the next row of its key, which the reason names. */
+  readonly replacedBy?: number;
+}
+
 /**
  * What a file's `.rejects.csv` must hold, row by row: each invalid row (by its line, with no key)
  * and each row a later row of the same key replaced (by its line and key). No other line.
  */
 export interface ExpectedReport {
-  readonly rejected: ReadonlyMap<number, string>;
+  readonly rejected: ReadonlyMap<number, ExpectedReject>;
   /** The lines that were sent: never in the report. */
   readonly valid: ReadonlySet<number>;
 }
@@ -42,11 +52,22 @@ export interface Output {
   readonly text: string;
 }
 
+/** A line of a `provision --report` JSON report. */
+export interface ProvisionedRecord {
+  readonly kind: 'location' | 'professional';
+  readonly slug: string | null;
+  readonly outcome: string;
+  readonly id: string | null;
+  readonly survey_url: string | null;
+}
+
 export interface SoakRecord {
   readonly people: ReadonlyMap<string, Person>;
   readonly events: ReadonlyMap<string, EventAttempt>;
   /** Every file dropped into the inbox, by name. */
   readonly files: ReadonlyMap<string, ExpectedReport>;
+  /** The records both provisioning runs reported: each one the platform's, with its survey URL. */
+  readonly provisioned: readonly ProvisionedRecord[];
   readonly outputs: readonly Output[];
 }
 
@@ -172,6 +193,17 @@ export async function verify(
     }
   }
 
+  // What provisioning printed is the platform's: the id of the record of that slug, its survey URL.
+  for (const p of record.provisioned) {
+    const records: readonly { id: string | number; slug: string; default_survey_url: string | null }[] =
+      p.kind === 'location' ? truth.locations : truth.professionals;
+    const platform = records.find((r) => String(r.id) === p.id);
+    if (platform === undefined || platform.slug !== p.slug || platform.default_survey_url !== p.survey_url)
+      differ(
+        `provision reported ${p.kind} ${p.slug} as ${p.id} with ${p.survey_url}; the platform has ${platform === undefined ? 'no such id' : `${platform.slug} with ${platform.default_survey_url}`}`,
+      );
+  }
+
   // Contacts: each valid one on the platform with its latest content.
   const contacts = new Map(truth.contacts.map((c) => [c.email, c]));
   for (const person of record.people.values()) {
@@ -206,14 +238,22 @@ export async function verify(
     const seen = new Set<number>();
     for (const row of rows) {
       const line = Number(row.line);
-      const key = String(row.key ?? '');
+      const got = `${row.field} ${row.key === '' ? '(no key)' : row.key}: ${row.reason}`;
+      const want = expected.rejected.get(line);
+      if (seen.has(line)) differ(`${file}: line ${line} is in the report twice`);
       seen.add(line);
-      if (expected.valid.has(line))
-        differ(`${file}: line ${line}, a valid row, is in the report (${row.reason})`);
-      else if (!expected.rejected.has(line))
-        differ(`${file}: line ${line} is in the report, not a row written`);
-      else if (expected.rejected.get(line) !== key)
-        differ(`${file}: line ${line} reported with key "${key}", not "${expected.rejected.get(line)}"`);
+      if (expected.valid.has(line)) differ(`${file}: line ${line}, a valid row, is in the report (${got})`);
+      else if (want === undefined) differ(`${file}: line ${line} is in the report, not a row written`);
+      else if (
+        row.key !== want.key ||
+        row.field !== want.field ||
+        (want.replacedBy !== undefined &&
+          !String(row.reason).startsWith(`replaced by line ${want.replacedBy} `))
+      ) {
+        differ(
+          `${file}: line ${line} reported as "${got}", expected ${want.field} ${want.key === '' ? '(no key)' : want.key}${want.replacedBy === undefined ? '' : `, replaced by line ${want.replacedBy}`}`,
+        );
+      }
     }
     for (const line of expected.rejected.keys()) {
       if (!seen.has(line)) differ(`${file}: line ${line}, invalid or replaced, is not in the report`);
