@@ -59,6 +59,8 @@ interface Replica {
   readonly env: NodeJS.ProcessEnv;
   readonly adminUrl: string;
   child: ChildProcess | undefined;
+  /** When it was last started. */
+  startedAt: number;
   log: string;
 }
 
@@ -97,6 +99,7 @@ function start(replica: Replica): void {
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (replica.log += d));
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (replica.log += d));
   replica.child = child;
+  replica.startedAt = Date.now();
 }
 
 async function stop(replica: Replica, signal: NodeJS.Signals): Promise<void> {
@@ -141,6 +144,7 @@ async function main(): Promise<void> {
     const adminPort = await freePort();
     replicas.push({
       child: undefined,
+      startedAt: 0,
       log: '',
       adminUrl: `http://127.0.0.1:${adminPort}`,
       env: {
@@ -444,17 +448,20 @@ async function main(): Promise<void> {
       async () => (await readdir(inbox)).every((n) => n === 'processed' || n === 'failed'),
       120_000,
     );
-    // Embedded, the daemon's own gauge tells, read twice a poll apart (it is read after each drain).
+    // Embedded, the daemon's own gauge tells, read twice a poll apart. It is set after each drain
+    // and reads 0 before the first: a daemon started less than 15 s ago is not asked yet.
     const backlog = async () =>
       db === undefined
-        ? Number(
-            /^review_mirror_outbox_backlog (\S+)$/m.exec(
-              await fetch(`${replicas[0]!.adminUrl}/metrics`).then(
-                (res) => res.text(),
-                () => '',
-              ),
-            )?.[1] ?? Number.NaN,
-          )
+        ? Date.now() - replicas[0]!.startedAt < 15_000
+          ? Number.NaN
+          : Number(
+              /^review_mirror_outbox_backlog (\S+)$/m.exec(
+                await fetch(`${replicas[0]!.adminUrl}/metrics`).then(
+                  (res) => res.text(),
+                  () => '',
+                ),
+              )?.[1] ?? Number.NaN,
+            )
         : Number((await db.knex(`${schema}.events_outbox`).whereNot({ state: 'sent' }).count())[0]!.count);
     await waitUntil(
       'outbox drained',
