@@ -22,12 +22,14 @@ import {
 } from './soakVerify.js';
 
 /**
- * `npm run soak [-- --seconds N --replicas N --seed S]`: the daemon (one or two replicas) against
- * the sandbox while a seeded driver does everything at once — reviews in bursts, suppressions,
- * directory changes, CRM exports with changed, duplicate and invalid rows, events through SQL,
- * provisioning, API faults, duplicated and reordered webhooks, SIGKILLs — then, faults off, checks
- * that the mirror and the platform agree exactly. Prints one summary line; exits 1 naming every
- * difference. The database is SOAK_DATABASE_URL, else the local PostgreSQL.
+ * `npm run soak [-- --seconds N --replicas N --seed S --restart-postgres | --embedded]`: the daemon
+ * (one or two replicas) against the sandbox (`review-mirror sandbox`, its own process) while a
+ * seeded driver does everything at once — reviews in bursts, suppressions, directory changes, CRM
+ * exports with changed, duplicate and invalid rows, events through SQL, files and the CLI,
+ * provisioning, API faults, duplicated and reordered webhooks, SIGKILLs, a database restart —
+ * then, faults off, checks that the mirror and the platform agree exactly (bench/soakVerify.ts).
+ * Prints one summary line; exits 1 naming every difference. The database is SOAK_DATABASE_URL,
+ * else the local PostgreSQL; with --embedded, PGlite in a temporary DATA_DIR. See docs/soak.md.
  */
 const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 const { values: args } = parseArgs({
@@ -104,7 +106,8 @@ function start(replica: Replica): void {
 
 async function stop(replica: Replica, signal: NodeJS.Signals): Promise<void> {
   const child = replica.child;
-  if (child === undefined || child.exitCode !== null) return;
+  // Already gone (exited, or killed by a signal): no 'exit' is coming to wait for.
+  if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill(signal);
   await exited;
@@ -180,7 +183,7 @@ async function main(): Promise<void> {
   // its alone, so it is opened only at the end, once the daemon has stopped.
   const openMirror = () =>
     openDb({ url: DATABASE_URL, schema, poolMax: 2, dataDir: EMBEDDED ? join(work, 'data-0') : undefined });
-  let db: Db | undefined = EMBEDDED ? undefined : await openMirror();
+  let db: Db | undefined;
   let pauses = 0;
   /**
    * Runs a command that opens the database. Embedded, the daemon is stopped for it (SIGTERM, as an
@@ -204,6 +207,7 @@ async function main(): Promise<void> {
   let restarted = false;
   let suppressed = 0;
   try {
+    if (!EMBEDDED) db = await openMirror();
     for (const r of replicas) start(r);
     // Migrations done and the admin server up: then the driver starts.
     const ready = (r: Replica) =>
