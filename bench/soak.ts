@@ -8,17 +8,28 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type Db, openDb } from '../src/db/connect.js';
-import { SandboxControl, type Truth } from '../src/sandbox/controlClient.js';
+import { SandboxControl } from '../src/sandbox/controlClient.js';
 import { makeRandom } from '../src/sandbox/random.js';
-import { startSandbox } from '../src/sandbox/server.js';
+import { startSandboxProcess } from './soakSandbox.js';
+import {
+  type EventAttempt,
+  type ExpectedReject,
+  type ExpectedReport,
+  type Output,
+  type Person,
+  type ProvisionedRecord,
+  verify,
+} from './soakVerify.js';
 
 /**
- * `npm run soak [-- --seconds N --replicas N --seed S]`: the daemon (one or two replicas) against
- * the sandbox while a seeded driver does everything at once — reviews in bursts, suppressions,
- * directory changes, CRM exports with changed, duplicate and invalid rows, events through SQL,
- * provisioning, API faults, duplicated and reordered webhooks, SIGKILLs — then, faults off, checks
- * that the mirror and the platform agree exactly. Prints one summary line; exits 1 naming every
- * difference. The database is SOAK_DATABASE_URL, else the local PostgreSQL.
+ * `npm run soak [-- --seconds N --replicas N --seed S --restart-postgres | --embedded]`: the daemon
+ * (one or two replicas) against the sandbox (`review-mirror sandbox`, its own process) while a
+ * seeded driver does everything at once — reviews in bursts, suppressions, directory changes, CRM
+ * exports with changed, duplicate and invalid rows, events through SQL, files and the CLI,
+ * provisioning, API faults, duplicated and reordered webhooks, SIGKILLs, a database restart —
+ * then, faults off, checks that the mirror and the platform agree exactly (bench/soakVerify.ts).
+ * Prints one summary line; exits 1 naming every difference. The database is SOAK_DATABASE_URL,
+ * else the local PostgreSQL; with --embedded, PGlite in a temporary DATA_DIR. See docs/soak.md.
  */
 const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 const { values: args } = parseArgs({
@@ -28,27 +39,31 @@ const { values: args } = parseArgs({
     seed: { type: 'string', default: '7' },
     // Restarts the PostgreSQL cluster of this machine once, halfway (pg_ctlcluster: needs root).
     'restart-postgres': { type: 'boolean', default: false },
+    // One replica on the embedded database (PGlite) under a temporary DATA_DIR instead.
+    embedded: { type: 'boolean', default: false },
   },
 });
 const SECONDS = Number(args.seconds);
-const REPLICAS = Number(args.replicas);
+const EMBEDDED = args.embedded === true;
+// The embedded database belongs to one process: one replica, and no SQL from the driver meanwhile.
+const REPLICAS = EMBEDDED ? 1 : Number(args.replicas);
 const SEED = Number(args.seed);
-const RESTART_POSTGRES = args['restart-postgres'] === true;
-const DATABASE_URL = process.env.SOAK_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+const RESTART_POSTGRES = args['restart-postgres'] === true && !EMBEDDED;
+const DATABASE_URL = EMBEDDED
+  ? undefined
+  : process.env.SOAK_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 const random = makeRandom(SEED);
+/** The ticks of the two provisioning runs: early, so that the 20 s run of the suite reaches both. */
+const PROVISION_TICKS = [2, 8] as const;
 const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
 
 interface Replica {
   readonly env: NodeJS.ProcessEnv;
+  readonly adminUrl: string;
   child: ChildProcess | undefined;
+  /** When it was last started. */
+  startedAt: number;
   log: string;
-}
-
-/** A CRM contact as the driver last wrote it: what the platform must hold at the end. */
-interface Person {
-  readonly email: string;
-  readonly externalId: string;
-  name: string;
 }
 
 const differences: string[] = [];
@@ -65,12 +80,16 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/** Every CLI run's output, scanned for secrets at the end. */
+const cliOutputs: Output[] = [];
+
 async function runCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string }> {
   const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
   child.stderr.setEncoding('utf8').on('data', (d: string) => (out += d));
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  cliOutputs.push({ who: `\`review-mirror ${args.slice(0, 2).join(' ')}\``, text: out });
   return { code, out };
 }
 
@@ -82,11 +101,13 @@ function start(replica: Replica): void {
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (replica.log += d));
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (replica.log += d));
   replica.child = child;
+  replica.startedAt = Date.now();
 }
 
 async function stop(replica: Replica, signal: NodeJS.Signals): Promise<void> {
   const child = replica.child;
-  if (child === undefined || child.exitCode !== null) return;
+  // Already gone (exited, or killed by a signal): no 'exit' is coming to wait for.
+  if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill(signal);
   await exited;
@@ -106,11 +127,10 @@ async function waitUntil(what: string, probe: () => Promise<boolean>, timeoutMs:
 const csvCell = (v: string) => (/[",\n]/.test(v) ? `"${v.replaceAll('"', '""')}"` : v);
 
 async function main(): Promise<void> {
-  const sandbox = await startSandbox({
-    port: 0,
+  // The platform in its own process, as a deployment meets it.
+  const sandbox = await startSandboxProcess(CLI, {
     seed: SEED,
     seedReviews: 300,
-    allowHttpWebhooks: true,
     timeScale: 0.01,
     surveyDelayMs: 500,
   });
@@ -120,14 +140,19 @@ async function main(): Promise<void> {
   const inbox = join(work, 'inbox');
   await mkdir(inbox);
   const replicas: Replica[] = [];
+  // Embedded: no DATABASE_URL at all, whatever the environment holds.
+  const { DATABASE_URL: _inherited, ...environment } = process.env;
   for (let i = 0; i < REPLICAS; i++) {
     const httpPort = await freePort();
+    const adminPort = await freePort();
     replicas.push({
       child: undefined,
+      startedAt: 0,
       log: '',
+      adminUrl: `http://127.0.0.1:${adminPort}`,
       env: {
-        ...process.env,
-        DATABASE_URL,
+        ...environment,
+        ...(DATABASE_URL === undefined ? {} : { DATABASE_URL }),
         DB_SCHEMA: schema,
         DATA_DIR: join(work, `data-${i}`),
         REVIEWS_API_URL: sandbox.url,
@@ -135,7 +160,7 @@ async function main(): Promise<void> {
         HTTP_HOST: '127.0.0.1',
         HTTP_PORT: String(httpPort),
         ADMIN_HOST: '127.0.0.1',
-        ADMIN_PORT: String(await freePort()),
+        ADMIN_PORT: String(adminPort),
         // The platform delivers to the first replica; the poll covers whatever it misses.
         WEBHOOK_PUBLIC_URL: i === 0 ? `http://127.0.0.1:${httpPort}/webhooks/review-created` : '',
         SYNC_REVIEWS_CRON: '*/3 * * * * *',
@@ -154,24 +179,49 @@ async function main(): Promise<void> {
       },
     });
   }
-  const db: Db = await openDb({ url: DATABASE_URL, schema, poolMax: 2, dataDir: undefined });
+  // The driver's own connection, as a partner application's; embedded, the daemon's database is
+  // its alone, so it is opened only at the end, once the daemon has stopped.
+  const openMirror = () =>
+    openDb({ url: DATABASE_URL, schema, poolMax: 2, dataDir: EMBEDDED ? join(work, 'data-0') : undefined });
+  let db: Db | undefined;
+  let pauses = 0;
+  /**
+   * Runs a command that opens the database. Embedded, the daemon is stopped for it (SIGTERM, as an
+   * operator would) and started again after: the data directory belongs to one process.
+   */
+  const withDatabase = async <T>(command: () => Promise<T>): Promise<T> => {
+    if (!EMBEDDED) return command();
+    await stop(replicas[0]!, 'SIGTERM');
+    pauses++;
+    try {
+      return await command();
+    } finally {
+      start(replicas[0]!);
+    }
+  };
   const people = new Map<string, Person>();
-  const eventKeys: string[] = [];
-  let invalidRows = 0;
-  let replacedRows = 0;
-  let files = 0;
+  const events = new Map<string, EventAttempt>();
+  const files = new Map<string, ExpectedReport>();
+  const provisioned = { runs: 0, first: 0, second: 0, records: [] as ProvisionedRecord[] };
   let kills = 0;
   let restarted = false;
   let suppressed = 0;
-  const started = Date.now();
   try {
+    if (!EMBEDDED) db = await openMirror();
     for (const r of replicas) start(r);
-    // Migrations and the first sync: then the driver starts.
+    // Migrations done and the admin server up: then the driver starts.
+    const ready = (r: Replica) =>
+      fetch(`${r.adminUrl}/readyz`).then(
+        (res) => res.ok,
+        () => false,
+      );
     await waitUntil(
       'first start',
-      async () => await db.knex.schema.withSchema(schema).hasTable('job_leases'),
-      60_000,
+      async () => (await Promise.all(replicas.map(ready))).every(Boolean),
+      120_000,
     );
+    // The run's time counts from here: the embedded database's first start takes a while.
+    const started = Date.now();
 
     const deadline = started + SECONDS * 1000;
     let nextKill = started + (SECONDS * 1000) / 5;
@@ -206,7 +256,8 @@ async function main(): Promise<void> {
       }
       // A CRM export: new people, changed names, a duplicate row and an invalid one.
       if (tick % 10 === 3) {
-        const rows: string[] = ['email,name,external_id'];
+        // Each row with its key (external_id; none for the invalid row), in file order.
+        const rows: { line: string; key: string }[] = [];
         for (let n = 0; n < 8; n++) {
           const existing = people.size > 0 && random() < 0.4 ? pick([...people.values()]) : undefined;
           const person = existing ?? {
@@ -216,23 +267,38 @@ async function main(): Promise<void> {
           };
           person.name = `Person ${person.externalId} v${tick}`;
           people.set(person.email, person);
-          rows.push([person.email, person.name, person.externalId].map(csvCell).join(','));
+          rows.push({
+            line: [person.email, person.name, person.externalId].map(csvCell).join(','),
+            key: person.externalId,
+          });
         }
         const again = pick([...people.values()]);
         again.name = `${again.name} (again)`;
-        rows.push([again.email, again.name, again.externalId].map(csvCell).join(','));
-        rows.push(`not-an-email-${tick},Nobody,crm-bad-${tick}`);
-        invalidRows++;
-        // A row whose email comes again later in the file is replaced, and reported as such.
-        const emails = rows.slice(1).map((row) => row.split(',')[0]);
-        replacedRows += emails.filter((email, i) => emails.indexOf(email, i + 1) !== -1).length;
-        const name = `contacts-${String(++files).padStart(4, '0')}.csv`;
+        rows.push({
+          line: [again.email, again.name, again.externalId].map(csvCell).join(','),
+          key: again.externalId,
+        });
+        rows.push({ line: `not-an-email-${tick},Nobody,crm-bad-${tick}`, key: '' });
+        // The report, by physical line (the header is line 1): the invalid row with no key, and
+        // each row whose key comes again later in the file, replaced by that row, with its key.
+        const expected = { rejected: new Map<number, ExpectedReject>(), valid: new Set<number>() };
+        rows.forEach((row, i) => {
+          const line = i + 2;
+          const next = rows.findIndex((later, j) => j > i && later.key === row.key);
+          if (row.key === '') expected.rejected.set(line, { key: '', field: 'email' });
+          else if (next !== -1)
+            expected.rejected.set(line, { key: row.key, field: '(row)', replacedBy: next + 2 });
+          else expected.valid.add(line);
+        });
+        const name = `contacts-${String(files.size + 1).padStart(4, '0')}.csv`;
+        files.set(name, expected);
         // Written elsewhere, then moved in whole, as an export job should.
-        await writeFile(join(work, name), `${rows.join('\n')}\n`);
+        await writeFile(join(work, name), `email,name,external_id\n${rows.map((r) => r.line).join('\n')}\n`);
         await rename(join(work, name), join(inbox, name));
       }
-      // Events from the partner's application, in its own transactions.
-      if (random() < 0.5) {
+      // Events from the partner's application, in its own transactions (none embedded: the daemon's
+      // database has no other client).
+      if (random() < 0.5 && db !== undefined) {
         const key = `soak-${SEED}-${tick}`;
         await db.knex
           .raw('select ??(?, ?, ?, ?::jsonb)', [
@@ -242,10 +308,10 @@ async function main(): Promise<void> {
             key,
             JSON.stringify({ k: key }),
           ])
-          // A transaction that failed (the database restarting) enqueued nothing: no key to expect.
+          // A call that failed (the database restarting) may still have committed: the outbox tells.
           .then(
-            () => eventKeys.push(key),
-            () => {},
+            () => events.set(key, { source: 'sql', confirmed: true }),
+            () => events.set(key, { source: 'sql', confirmed: false }),
           );
       }
       // Events also arrive as files in the inbox, and through the CLI.
@@ -254,29 +320,33 @@ async function main(): Promise<void> {
         const rows = keys.map((key) =>
           [key, `${key}@soak.example`, 'matter.closed', JSON.stringify({ k: key })].map(csvCell).join(','),
         );
-        const name = `events-${String(++files).padStart(4, '0')}.csv`;
+        const name = `events-${String(files.size + 1).padStart(4, '0')}.csv`;
+        files.set(name, { rejected: new Map(), valid: new Set(keys.map((_, i) => i + 2)) });
         await writeFile(join(work, name), `event_id,email,event_type,metadata\n${rows.join('\n')}\n`);
         await rename(join(work, name), join(inbox, name));
-        eventKeys.push(...keys);
+        for (const key of keys) events.set(key, { source: 'file', confirmed: false, file: name });
       }
       if (tick % 25 === 13) {
         const key = `soak-cli-${SEED}-${tick}`;
-        const sent = await runCli(
-          [
-            'events',
-            'send',
-            '--email',
-            `${key}@soak.example`,
-            '--type',
-            'matter.closed',
-            '--key',
-            key,
-            '--metadata',
-            JSON.stringify({ k: key }),
-          ],
-          replicas[0]!.env,
+        const sent = await withDatabase(() =>
+          runCli(
+            [
+              'events',
+              'send',
+              '--email',
+              `${key}@soak.example`,
+              '--type',
+              'matter.closed',
+              '--key',
+              key,
+              '--metadata',
+              JSON.stringify({ k: key }),
+            ],
+            replicas[0]!.env,
+          ),
         );
-        if (sent.code === 0) eventKeys.push(key);
+        // Exit 0: enqueued. Otherwise it may or may not have committed: the outbox tells.
+        events.set(key, { source: 'cli', confirmed: sent.code === 0 });
       }
       // Locations come and go on the platform's side too.
       if (tick % 30 === 17) {
@@ -299,7 +369,12 @@ async function main(): Promise<void> {
           );
         }
       }
-      // The database restarts once, halfway.
+      // The database restarts once, halfway; embedded, the daemon it lives in is killed instead.
+      if (EMBEDDED && !restarted && Date.now() > started + (SECONDS * 1000) / 2) {
+        restarted = true;
+        await stop(replicas[0]!, 'SIGKILL');
+        start(replicas[0]!);
+      }
       if (RESTART_POSTGRES && !restarted && Date.now() > started + (SECONDS * 1000) / 2) {
         restarted = true;
         const cluster = (await readdir('/etc/postgresql'))[0]!;
@@ -308,9 +383,12 @@ async function main(): Promise<void> {
         });
         if (result.status !== 0) differ(`PostgreSQL did not restart: ${result.stderr.trim()}`);
       }
-      // Provisioning, twice: the second run must create nothing.
-      if (tick === 30 || tick === 60) {
+      // Provisioning, twice, early (the 20 s run reaches both), faults on: the first run creates
+      // (or finds) every record with its survey URL, the second creates nothing.
+      if (tick === PROVISION_TICKS[0] || tick === PROVISION_TICKS[1]) {
+        const run = tick === PROVISION_TICKS[0] ? 'first' : 'second';
         const file = join(work, 'team.yaml');
+        const report = join(work, `provision-${run}.json`);
         await writeFile(
           file,
           `locations:\n  - {name: Soak Office, slug: soak-office}\nprofessionals:\n${[1, 2, 3]
@@ -320,9 +398,22 @@ async function main(): Promise<void> {
             )
             .join('\n')}\n`,
         );
-        const result = await runCli(['provision', file], replicas[0]!.env);
-        if (tick === 60 && !/existed/.test(result.out))
-          differ(`second provision created again:\n${result.out}`);
+        const result = await withDatabase(() =>
+          runCli(['provision', file, '--report', report], replicas[0]!.env),
+        );
+        const results = await readFile(report, 'utf8').then(
+          (text) => JSON.parse(text) as ProvisionedRecord[],
+          () => [],
+        );
+        const allowed = run === 'first' ? ['created', 'existed'] : ['existed'];
+        const wrong = results.filter((r) => !allowed.includes(r.outcome) || r.survey_url === null);
+        if (result.code !== 0 || results.length !== 4 || wrong.length > 0)
+          differ(
+            `${run} provision (exit ${result.code}): ${results.length} of 4 records, ${wrong.map((r) => `${r.kind} ${r.slug} ${r.outcome}${r.survey_url === null ? ' without a survey URL' : ''}`).join(', ') || 'none wrong'}\n${result.out}`,
+          );
+        provisioned.runs++;
+        provisioned.records.push(...results);
+        provisioned[run] = results.filter((r) => r.outcome === 'created').length;
       }
       // Faults, on and off.
       if (tick % 30 === 0) {
@@ -361,166 +452,71 @@ async function main(): Promise<void> {
       async () => (await readdir(inbox)).every((n) => n === 'processed' || n === 'failed'),
       120_000,
     );
+    // Embedded, the daemon's own gauge tells, read twice a poll apart. It is set after each drain
+    // and reads 0 before the first: a daemon started less than 15 s ago is not asked yet.
+    const backlog = async () =>
+      db === undefined
+        ? Date.now() - replicas[0]!.startedAt < 15_000
+          ? Number.NaN
+          : Number(
+              /^review_mirror_outbox_backlog (\S+)$/m.exec(
+                await fetch(`${replicas[0]!.adminUrl}/metrics`).then(
+                  (res) => res.text(),
+                  () => '',
+                ),
+              )?.[1] ?? Number.NaN,
+            )
+        : Number((await db.knex(`${schema}.events_outbox`).whereNot({ state: 'sent' }).count())[0]!.count);
     await waitUntil(
       'outbox drained',
-      async () =>
-        Number((await db.knex(`${schema}.events_outbox`).whereNot({ state: 'sent' }).count())[0]!.count) ===
-        0,
+      async () => (await backlog()) === 0 && (await sleep(1_500)) === undefined && (await backlog()) === 0,
       120_000,
     );
+    // The replicas stop (their logs complete), then one reconcile and a full directory read, and
+    // the mirror stays still while it is compared.
+    for (const r of replicas) await stop(r, 'SIGTERM');
     for (const target of [['reviews', '--full'], ['locations'], ['professionals', '--full']]) {
       const result = await runCli(['sync', ...target], replicas[0]!.env);
       if (result.code !== 0) differ(`sync ${target.join(' ')} failed: ${result.out.trim()}`);
     }
+    db ??= await openMirror();
+    if (!sandbox.alive()) differ(`the sandbox died:\n${sandbox.output()}`);
+    if (provisioned.runs !== 2)
+      differ(`provisioning ran ${provisioned.runs} of 2 times (the run is too short)`);
     const truth = await control.truth(sandbox.companyId);
     const summary = await verify(
       db,
       schema,
       truth,
-      people,
-      eventKeys,
-      invalidRows + replacedRows,
+      {
+        people,
+        events,
+        files,
+        provisioned: provisioned.records,
+        outputs: [...replicas.map((r, i) => ({ who: `replica ${i}'s log`, text: r.log })), ...cliOutputs],
+      },
       inbox,
-      replicas,
       sandbox.apiKey,
+      differ,
     );
     process.stdout.write(
-      `soak: seconds=${SECONDS} replicas=${REPLICAS} seed=${SEED} ${Object.entries(summary)
+      `soak: seconds=${SECONDS} replicas=${REPLICAS} seed=${SEED} database=${EMBEDDED ? 'embedded' : 'postgres'} ${Object.entries(
+        summary,
+      )
         .map(([k, v]) => `${k}=${v}`)
         .join(
           ' ',
-        )} kills=${kills} postgres_restarts=${restarted ? 1 : 0} suppressed_now=${suppressed} files=${files} differences=${differences.length}\n`,
+        )} provision_created=${provisioned.first} provision_recreated=${provisioned.second} kills=${kills} ${EMBEDDED ? `pauses=${pauses} database_kills` : 'postgres_restarts'}=${restarted ? 1 : 0} suppressed_now=${suppressed} files=${files.size} differences=${differences.length}\n`,
     );
   } finally {
     for (const r of replicas) await stop(r, 'SIGTERM');
-    await db.knex.raw('drop schema if exists ?? cascade', [schema]).catch(() => {});
-    await db.close();
+    if (!EMBEDDED) await db?.knex.raw('drop schema if exists ?? cascade', [schema]).catch(() => {});
+    await db?.close();
     await sandbox.close();
     await rm(work, { recursive: true, force: true });
   }
   for (const d of differences) process.stderr.write(`soak: ${d}\n`);
   if (differences.length > 0) process.exitCode = 1;
-}
-
-async function verify(
-  db: Db,
-  schema: string,
-  truth: Truth,
-  people: Map<string, Person>,
-  eventKeys: string[],
-  /** Invalid rows and replaced duplicates: every one a line of some report. */
-  reportedRows: number,
-  inbox: string,
-  replicas: Replica[],
-  apiKey: string,
-): Promise<Record<string, number>> {
-  const t = (name: string) => `${schema}.${name}`;
-  // Reviews: the visible ones current in the mirror, field by field; the hidden ones removed.
-  const mirror = new Map((await db.knex(t('reviews'))).map((r) => [r.id as string, r]));
-  let removed = 0;
-  for (const review of truth.reviews) {
-    const row = mirror.get(review.id);
-    const visible = review.public && !review.suppressed;
-    if (visible) {
-      if (row === undefined || row.removed_at !== null)
-        differ(`review ${review.id} visible but not current in the mirror`);
-      else if (Number(row.rating) !== review.rating || row.comment !== review.comment)
-        differ(`review ${review.id} differs`);
-    } else if (row !== undefined) {
-      if (row.removed_at === null)
-        differ(`review ${review.id} hidden on the platform but current in the mirror`);
-      else removed++;
-    }
-  }
-  const known = new Set(truth.reviews.map((r) => r.id));
-  for (const id of mirror.keys()) if (!known.has(id)) differ(`review ${id} unknown to the platform`);
-
-  // The directory, with survey URLs.
-  for (const [table, records] of [
-    ['locations', truth.locations],
-    ['professionals', truth.professionals],
-  ] as const) {
-    const rows = new Map((await db.knex(t(table))).map((r) => [String(r.id), r]));
-    for (const record of records) {
-      const row = rows.get(String(record.id));
-      if (row === undefined || row.removed_at !== null)
-        differ(`${table} ${record.slug} missing from the mirror`);
-      else if (row.active !== record.active || row.default_survey_url !== record.default_survey_url) {
-        differ(`${table} ${record.slug} differs (active, survey URL)`);
-      }
-    }
-  }
-
-  // Contacts: each valid one on the platform with its latest content.
-  const contacts = new Map(truth.contacts.map((c) => [c.email, c]));
-  for (const person of people.values()) {
-    const contact = contacts.get(person.email);
-    if (contact === undefined) differ(`contact ${person.email} not on the platform`);
-    else if (contact.name !== person.name || contact.external_id !== person.externalId) {
-      differ(`contact ${person.email} is "${contact.name}", last exported "${person.name}"`);
-    }
-  }
-
-  // Events: once by key. A second send happens only after an answer was lost (a kill mid-send,
-  // the database gone when the outcome was written), which flags the row a possible duplicate;
-  // and each claim sends at most once, so no key is sent more often than the outbox claimed it.
-  const sent = new Map<string, number>();
-  for (const e of truth.events) sent.set(String(e.metadata?.k), (sent.get(String(e.metadata?.k)) ?? 0) + 1);
-  const rows = new Map(
-    (await db.knex(t('events_outbox')).select('idempotency_key', 'possible_duplicate', 'attempts')).map(
-      (r) => [r.idempotency_key as string, r as { possible_duplicate: boolean; attempts: number }],
-    ),
-  );
-  let duplicates = 0;
-  for (const key of eventKeys) {
-    const times = sent.get(key) ?? 0;
-    const row = rows.get(key);
-    if (times === 0) differ(`event ${key} never sent`);
-    if (times > 1) {
-      duplicates += times - 1;
-      if (row?.possible_duplicate !== true || times > row.attempts) {
-        differ(
-          `event ${key} sent ${times} times (flagged: ${row?.possible_duplicate}, claimed ${row?.attempts} times)`,
-        );
-      }
-    }
-  }
-
-  // Every invalid row and replaced duplicate is in a report beside its file.
-  let reported = 0;
-  for (const dir of ['processed', 'failed']) {
-    for (const name of await readdir(join(inbox, dir)).catch(() => [] as string[])) {
-      if (!name.endsWith('.rejects.csv')) continue;
-      const text = await readFile(join(inbox, dir, name), 'utf8');
-      reported += text.trim().split('\n').length - 1;
-    }
-  }
-  if (reported !== reportedRows)
-    differ(`${reportedRows} invalid or replaced rows exported, ${reported} reported`);
-
-  // Every delivery the daemon acknowledged is in the mirror.
-  const acknowledged = new Set(
-    truth.deliveries.filter((d) => d.state === 'delivered').map((d) => d.review_id),
-  );
-  for (const id of acknowledged)
-    if (!mirror.has(id)) differ(`acknowledged delivery of ${id} not in the mirror`);
-
-  // No secret in any log line.
-  const secrets = [apiKey, ...truth.webhooks.map((w) => w.signing_secret)];
-  for (const [i, r] of replicas.entries()) {
-    for (const secret of secrets) if (r.log.includes(secret)) differ(`replica ${i}'s log holds a secret`);
-  }
-  return {
-    reviews: truth.reviews.length,
-    removed,
-    locations: truth.locations.length,
-    professionals: truth.professionals.length,
-    contacts: people.size,
-    events: eventKeys.length,
-    duplicates,
-    rejected: reported,
-    webhooks_acknowledged: acknowledged.size,
-  };
 }
 
 await main();
