@@ -6,8 +6,10 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
+import { SandboxControl } from '../src/sandbox/controlClient.js';
 import { type BenchOptions, type BenchResult, benchApi } from './harness.js';
-import { cliEnv, runCliOk, type SandboxProcess, startSandboxProcess } from './processes.js';
+import { CLI, cliEnv, runCliOk } from './processes.js';
+import { type SandboxProcess, startSandboxProcess } from './sandboxProcess.js';
 
 /** The columns a COPY carries: every column of `reviews`, so the copy holds the same rows. */
 const COLUMNS = `id, review_number, created_at, rating, comment, is_verified, reviewer_name, reviewer_email,
@@ -28,7 +30,7 @@ export async function benchBackfill(options: BenchOptions): Promise<BenchResult[
   const sizes = options.quick ? [2_000] : [100_000, 1_000_000];
   const results: BenchResult[] = [];
   for (const size of sizes) {
-    const sandbox = await startSandboxProcess(size);
+    const sandbox = await startSandboxProcess(CLI, { seed: 1, seedReviews: size });
     try {
       const fetchSeconds = await fetchWalkSeconds(sandbox, size);
       // Embedded first: the server's part ends by adding reviews to the feed.
@@ -38,7 +40,7 @@ export async function benchBackfill(options: BenchOptions): Promise<BenchResult[
       }
       results.push(embedded);
     } finally {
-      await sandbox.stop();
+      await sandbox.close();
     }
   }
   return results;
@@ -124,7 +126,7 @@ async function backfillServer(
     // Part 2: the feed is mirrored; a poll re-reads the overlap window below the newest review.
     const idle = await runCliOk(['sync', 'reviews'], env);
     const idleRun = await lastRun(client, schema);
-    await sandbox.control.submitReviews(
+    await new SandboxControl(sandbox.url).submitReviews(
       sandbox.companyId,
       Array.from({ length: 100 }, (_, i) => ({ comment: `incremental bench ${i}` })),
     );

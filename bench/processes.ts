@@ -2,7 +2,6 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { SandboxControl } from '../src/sandbox/controlClient.js';
 
 /** The built CLI, run the way a user runs it: `node dist/src/cli.js …`. */
 export const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
@@ -14,6 +13,7 @@ export function cliEnv(vars: Record<string, string | undefined>): NodeJS.Process
   return env;
 }
 
+/** A port nothing listens on now (a daemon's port must be known before it starts). */
 export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -126,27 +126,4 @@ export async function spawnUntil(
     await child.stop();
     throw error;
   }
-}
-
-export interface SandboxProcess {
-  readonly url: string;
-  readonly apiKey: string;
-  readonly companyId: string;
-  readonly control: SandboxControl;
-  stop(): Promise<void>;
-}
-
-/** `review-mirror sandbox` in a process of its own, seeded with `seedReviews` reviews. */
-export async function startSandboxProcess(seedReviews: number): Promise<SandboxProcess> {
-  const apiKey = 'bench-api-key-0123456789';
-  const { child } = await spawnUntil(
-    [CLI, 'sandbox', '--port', '0', '--seed-reviews', String(seedReviews), '--api-key', apiKey],
-    cliEnv({}),
-    /control: /,
-  );
-  const url = /listening on (http:\/\/\S+)/.exec(child.stdout())?.[1];
-  const companyId = /company_id:\s+(\S+)/.exec(child.stdout())?.[1];
-  if (url === undefined || companyId === undefined)
-    throw new Error(`unexpected sandbox output: ${child.stdout()}`);
-  return { url, apiKey, companyId, control: new SandboxControl(url), stop: child.stop };
 }

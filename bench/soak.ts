@@ -1,16 +1,15 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type Db, openDb } from '../src/db/connect.js';
 import { SandboxControl } from '../src/sandbox/controlClient.js';
 import { makeRandom } from '../src/sandbox/random.js';
-import { startSandboxProcess } from './soakSandbox.js';
+import { CLI, freePort } from './processes.js';
+import { startSandboxProcess } from './sandboxProcess.js';
 import {
   type EventAttempt,
   type ExpectedReject,
@@ -31,7 +30,6 @@ import {
  * Prints one summary line; exits 1 naming every difference. The database is SOAK_DATABASE_URL,
  * else the local PostgreSQL; with --embedded, PGlite in a temporary DATA_DIR. See docs/soak.md.
  */
-const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 const { values: args } = parseArgs({
   options: {
     seconds: { type: 'string', default: '600' },
@@ -70,15 +68,6 @@ const differences: string[] = [];
 const differ = (what: string) => {
   if (differences.length < 50) differences.push(what);
 };
-
-/** A port nothing listens on now (the daemon's HTTP port must be known before it starts). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** Every CLI run's output, scanned for secrets at the end. */
 const cliOutputs: Output[] = [];

@@ -1,7 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 
-/** The platform of the soak, as a deployment meets it: `review-mirror sandbox` in its own process. */
+/**
+ * The platform of the soak and the benchmarks, as a deployment meets it: `review-mirror sandbox`
+ * in its own process, so it never shares an event loop with what it serves.
+ */
 export interface SandboxProcess {
   readonly url: string;
   readonly apiKey: string;
@@ -19,7 +22,7 @@ export interface SandboxProcess {
  */
 export async function startSandboxProcess(
   cli: string,
-  options: { seed: number; seedReviews: number; timeScale: number; surveyDelayMs: number },
+  options: { seed: number; seedReviews: number; timeScale?: number; surveyDelayMs?: number },
 ): Promise<SandboxProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
@@ -33,9 +36,9 @@ export async function startSandboxProcess(
       '--seed-reviews',
       String(options.seedReviews),
       '--time-scale',
-      String(options.timeScale),
+      String(options.timeScale ?? 1),
       '--survey-delay-ms',
-      String(options.surveyDelayMs),
+      String(options.surveyDelayMs ?? 3_000),
       '--allow-http-webhooks',
     ],
     { env: process.env, stdio: ['ignore', 'pipe', 'pipe'] },
