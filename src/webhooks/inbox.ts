@@ -1,4 +1,5 @@
 import type { Db } from '../db/connect.js';
+import { isDataError } from '../db/dataError.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import { type Delivery, type DeliveryOutcome, storeDeliveries } from './inboxSql.js';
@@ -152,13 +153,4 @@ export class Inbox {
       for (const w of batch) w.reject(error);
     }
   }
-}
-
-/**
- * Errors caused by the data itself (SQLSTATE classes 22 and 23), as opposed to the database being
- * unreachable, where splitting the batch would only multiply the failures.
- */
-function isDataError(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^2[23][0-9A-Z]{3}$/.test(code);
 }

@@ -10,6 +10,9 @@ export interface TcpProxy {
   heal(): void;
   /** Destroys every connection, as a server restart, a failover or pg_terminate_backend would. */
   dropAll(): void;
+  /** Drops every connection and refuses new ones until `up()`: a server restarting. */
+  down(): void;
+  up(): void;
   close(): Promise<void>;
 }
 
@@ -17,7 +20,12 @@ export interface TcpProxy {
 export async function startTcpProxy(upstream = { host: '127.0.0.1', port: 5432 }): Promise<TcpProxy> {
   const pairs = new Set<[Socket, Socket]>();
   let frozen = false;
+  let refusing = false;
   const server = createServer((client) => {
+    if (refusing) {
+      client.destroy();
+      return;
+    }
     const target = createConnection(upstream);
     const pair: [Socket, Socket] = [client, target];
     pairs.add(pair);
@@ -54,6 +62,13 @@ export async function startTcpProxy(upstream = { host: '127.0.0.1', port: 5432 }
       each((s) => s.resume());
     },
     dropAll: () => each((s) => s.destroy()),
+    down: () => {
+      refusing = true;
+      each((s) => s.destroy());
+    },
+    up: () => {
+      refusing = false;
+    },
     close: async () => {
       each((s) => s.destroy());
       server.close();

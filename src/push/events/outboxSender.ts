@@ -1,5 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import PQueue from 'p-queue';
 import type { Db } from '../../db/connect.js';
+import { isDataError } from '../../db/dataError.js';
 import { GroupCommit } from '../../db/groupCommit.js';
 import { describeError } from '../../errors.js';
 import type { Logger, SecretScrubber } from '../../log.js';
@@ -32,6 +34,10 @@ export interface OutboxSenderOptions {
   readonly policy: SendPolicy;
 }
 
+/** The first retry of an outcome write after this long, doubling up to the second bound. */
+const RECORD_RETRY_FIRST_MS = 100;
+const RECORD_RETRY_MAX_MS = 2_000;
+
 export interface DrainCounts {
   sent: number;
   retried: number;
@@ -52,6 +58,8 @@ export class OutboxSender {
   readonly #random = Math.random;
   readonly #recording = new Set<Promise<void>>();
   #writeFailure: unknown;
+  /** The current drain's stop: a shutdown does not wait out a database outage. */
+  #stop: AbortSignal | undefined;
 
   constructor(
     private readonly deps: OutboxSenderDeps,
@@ -62,9 +70,32 @@ export class OutboxSender {
       intervalCap: options.ratePerSecond,
       interval: 1_000,
     });
-    this.#decisions = new GroupCommit((batch) =>
-      recordDecisions(deps.db.knex, deps.db, options.worker, batch).then(() => {}),
-    );
+    this.#decisions = new GroupCommit((batch) => this.#record(batch));
+  }
+
+  /**
+   * Writes a group of outcomes, trying again while the database is unreachable (a restart, a
+   * failover), for up to a claim's lease: the platform's answer is known, and dropping it would
+   * leave the event's outcome unknown, so the policy might send it to a person again. The write is
+   * idempotent (only rows still `sending` under this worker's claim change), and past the lease
+   * the rows have been taken back and it would change nothing.
+   */
+  async #record(batch: readonly RecordedDecision[]): Promise<void> {
+    const giveUpAt = Date.now() + this.options.leaseMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await recordDecisions(this.deps.db.knex, this.deps.db, this.options.worker, batch);
+        return;
+      } catch (error) {
+        const delayMs = Math.min(RECORD_RETRY_MAX_MS, RECORD_RETRY_FIRST_MS * 2 ** attempt);
+        if (isDataError(error) || this.#stop?.aborted || Date.now() + delayMs > giveUpAt) throw error;
+        this.deps.log.warn(
+          { err: this.deps.scrubber.scrub(describeError(error)), events: batch.length, attempt: attempt + 1 },
+          'event outcomes not recorded; trying again',
+        );
+        await sleep(delayMs);
+      }
+    }
   }
 
   /**
@@ -72,6 +103,7 @@ export class OutboxSender {
    * claimed but not started go back to pending, requests in flight finish and are recorded.
    */
   async drain(stop?: AbortSignal): Promise<DrainCounts> {
+    this.#stop = stop;
     const { db } = this.deps;
     const counts: DrainCounts = { sent: 0, retried: 0, failed: 0, parked: 0, possibleDuplicates: 0 };
     const stopListening = this.deps.api.onRateLimited((delayMs) => {

@@ -1,0 +1,9 @@
+/**
+ * Errors caused by the data itself (SQLSTATE classes 22 and 23: a value or a constraint), as
+ * opposed to the database being unreachable or restarting: trying the same write again cannot
+ * help the first kind, and is what the second needs.
+ */
+export function isDataError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^2[23][0-9A-Z]{3}$/.test(code);
+}
