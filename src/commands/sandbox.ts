@@ -46,6 +46,8 @@ export function sandboxCommand(): Command {
     .option('--delivery-timeout-ms <ms>', 'webhook delivery timeout', integer(1), 10_000)
     .action(async (flags: SandboxFlags) => {
       const started = Date.now();
+      // Listening before the banner: whoever reads it may signal at once.
+      const shutdown = listenForShutdown();
       const sandbox = await startSandbox({
         host: flags.host,
         port: flags.port,
@@ -56,6 +58,9 @@ export function sandboxCommand(): Command {
         surveyDelayMs: flags.surveyDelayMs,
         deliveryTimeoutMs: flags.deliveryTimeoutMs,
         ...(flags.apiKey === undefined ? {} : { apiKey: flags.apiKey }),
+      }).catch((error: unknown) => {
+        shutdown.dispose();
+        throw error;
       });
       process.stdout.write(
         [
@@ -67,7 +72,7 @@ export function sandboxCommand(): Command {
           '',
         ].join('\n'),
       );
-      await listenForShutdown().received;
+      await shutdown.received;
       await sandbox.close();
       process.stdout.write('sandbox stopped\n');
     });

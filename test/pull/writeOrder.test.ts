@@ -32,7 +32,8 @@ describe('groups of pages written at once', () => {
       if (calls++ === 0) throw new LeaseLostError('refused for the test');
     };
     await expect(syncReviews(pullContext(db, api), {}, undefined, failFirst)).rejects.toThrow(LeaseLostError);
-    expect(calls).toBeGreaterThan(1);
+    // On a server the group beside it was written too; the embedded database writes one at a time.
+    expect(calls).toBe(db.backend === 'postgres' ? 2 : 1);
     const state = await readCheckpoint(db.knex, db, JOB.reviews);
     expect(state.cursor).toBeNull();
     expect(state.watermark).toBeNull();
