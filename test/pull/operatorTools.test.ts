@@ -245,7 +245,8 @@ describe('operator tools', () => {
     expect(both.stderr).toContain("option '--since <time>' cannot be used with option '--id <review-id>'");
   });
 
-  it('says in status whether the platform accepted the API key at the last attempt (never in /readyz)', async () => {
+  // That /readyz ignores the platform's state is test/operate/readiness.test.ts's to show.
+  it('says in status whether the platform accepted the API key at the last attempt', async () => {
     const platform = async () => JSON.parse((await runCli(['status', '--json'], env)).stdout).platform;
     expect(await platform()).toMatchObject({ api_key_accepted: true });
 
