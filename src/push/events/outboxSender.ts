@@ -7,6 +7,7 @@ import { describeError } from '../../errors.js';
 import type { Logger, SecretScrubber } from '../../log.js';
 import type { Metrics } from '../../metrics.js';
 import type { PartnerApi } from '../../partner-api/client.js';
+import { nextRetryDelayMs } from '../../partner-api/retryPolicy.js';
 import {
   type ClaimedEvent,
   claimDueEvents,
@@ -34,9 +35,8 @@ export interface OutboxSenderOptions {
   readonly policy: SendPolicy;
 }
 
-/** The first retry of an outcome write after this long, doubling up to the second bound. */
-const RECORD_RETRY_FIRST_MS = 100;
-const RECORD_RETRY_MAX_MS = 2_000;
+/** Waits between tries of an outcome write (the client's backoff, shorter: a restart is seconds). */
+const RECORD_BACKOFF = { baseDelayMs: 100, maxDelayMs: 2_000 } as const;
 
 export interface DrainCounts {
   sent: number;
@@ -81,14 +81,19 @@ export class OutboxSender {
    * the rows have been taken back and it would change nothing.
    */
   async #record(batch: readonly RecordedDecision[]): Promise<void> {
-    const giveUpAt = Date.now() + this.options.leaseMs;
+    const startedAt = Date.now();
+    const retry = { ...RECORD_BACKOFF, maxRetries: Number.POSITIVE_INFINITY, budgetMs: this.options.leaseMs };
     for (let attempt = 0; ; attempt++) {
       try {
         await recordDecisions(this.deps.db.knex, this.deps.db, this.options.worker, batch);
         return;
       } catch (error) {
-        const delayMs = Math.min(RECORD_RETRY_MAX_MS, RECORD_RETRY_FIRST_MS * 2 ** attempt);
-        if (isDataError(error) || this.#stop?.aborted || Date.now() + delayMs > giveUpAt) throw error;
+        const delayMs = nextRetryDelayMs(
+          { retriesSoFar: attempt, elapsedMs: Date.now() - startedAt, retryAfterMs: undefined },
+          retry,
+          this.#random,
+        );
+        if (isDataError(error) || this.#stop?.aborted || delayMs === undefined) throw error;
         this.deps.log.warn(
           { err: this.deps.scrubber.scrub(describeError(error)), events: batch.length, attempt: attempt + 1 },
           'event outcomes not recorded; trying again',
