@@ -47,8 +47,8 @@ export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): P
   const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   let peak = 0;
   const sampler = setInterval(() => {
     peak = Math.max(peak, peakRss(child.pid!) ?? 0);
@@ -82,7 +82,7 @@ export interface Child {
 export function spawnChild(args: readonly string[], env: NodeJS.ProcessEnv): Child {
   const proc = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
-  proc.stdout!.on('data', (chunk: Buffer) => (stdout += chunk));
+  proc.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
   proc.stderr!.resume();
   const exited = new Promise<void>((resolve) => proc.on('close', () => resolve()));
   return {

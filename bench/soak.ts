@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import { type Db, openDb } from '../src/db/connect.js';
 import { SandboxControl } from '../src/sandbox/controlClient.js';
 import { makeRandom } from '../src/sandbox/random.js';
-import { CLI, freePort } from './processes.js';
+import { CLI, freePort, runCli as runCliProcess } from './processes.js';
 import { startSandboxProcess } from './sandboxProcess.js';
 import {
   type EventAttempt,
@@ -73,13 +73,10 @@ const differ = (what: string) => {
 const cliOutputs: Output[] = [];
 
 async function runCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string }> {
-  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (out += d));
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const run = await runCliProcess(args, env);
+  const out = run.stdout + run.stderr;
   cliOutputs.push({ who: `\`review-mirror ${args.slice(0, 2).join(' ')}\``, text: out });
-  return { code, out };
+  return { code: run.code, out };
 }
 
 function start(replica: Replica): void {
