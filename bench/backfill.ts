@@ -1,12 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 import { SandboxControl } from '../src/sandbox/controlClient.js';
+import {
+  type CpuReading,
+  cpuSpent,
+  postgresCpuSeconds,
+  processCpuSeconds,
+  reapedChildrenCpuSeconds,
+} from './cpuAccount.js';
 import { type BenchOptions, type BenchResult, benchApi } from './harness.js';
 import { CLI, cliEnv, runCliOk } from './processes.js';
 import { type SandboxProcess, startSandboxProcess } from './sandboxProcess.js';
@@ -97,11 +104,16 @@ async function backfillServer(
   const dir = await mkdtemp(join(tmpdir(), 'rm-bench-'));
   try {
     await runCliOk(['migrate'], env); // the schema exists before the timed run, as in production
+    const cpuBefore = cpuReading(sandbox.pid);
     const sync = await runCliOk(['sync', 'reviews'], env);
+    const cpu = cpuSpent(cpuBefore, cpuReading(sandbox.pid));
     const run = await lastRun(client, schema);
     if (run.counts.inserted !== size)
       throw new Error(`sync inserted ${run.counts.inserted}, expected ${size}`);
+    const copyCpuBefore = postgresCpuSeconds();
     const copySeconds = await copySecondsOf(client, schema, join(dir, 'reviews.copy'));
+    const copyCpuAfter = postgresCpuSeconds();
+    const totalCpu = (cpu.sandbox ?? 0) + (cpu.sync ?? 0) + (cpu.postgres ?? 0);
 
     const limitSeconds = Math.max(fetchSeconds, copySeconds);
     const backfill: BenchResult = {
@@ -120,6 +132,16 @@ async function backfillServer(
         copy_reviews_per_second: size / copySeconds,
         process_seconds: sync.seconds,
         peak_rss_mb: mb(sync.peakRssBytes),
+        // Where the time went: every process shares the same cores.
+        cpu_sandbox_s: cpu.sandbox ?? Number.NaN,
+        cpu_sync_s: cpu.sync ?? Number.NaN,
+        cpu_postgres_s: cpu.postgres ?? Number.NaN,
+        cpu_postgres_copy_s:
+          copyCpuBefore === undefined || copyCpuAfter === undefined
+            ? Number.NaN
+            : copyCpuAfter - copyCpuBefore,
+        // The best speed_vs_limit these CPU costs allow, were all of it overlapped on every core.
+        overlap_bound_vs_limit: limitSeconds / (totalCpu / availableParallelism()),
       },
     };
 
@@ -217,6 +239,15 @@ async function backfillEmbedded(
   } finally {
     await rm(dataDir, { recursive: true, force: true });
   }
+}
+
+/** The sandbox's CPU, the CLI's children's (the sync, once reaped) and PostgreSQL's. */
+function cpuReading(sandboxPid: number | undefined): CpuReading {
+  return {
+    sandbox: processCpuSeconds(sandboxPid),
+    sync: reapedChildrenCpuSeconds(),
+    postgres: postgresCpuSeconds(),
+  };
 }
 
 const perSecond = (count: number, seconds: number) => Math.round(count / seconds).toLocaleString('en');

@@ -9,6 +9,8 @@ export interface SandboxProcess {
   readonly url: string;
   readonly apiKey: string;
   readonly companyId: string;
+  /** Its process id, for the CPU it spends (bench/cpuAccount.ts). */
+  readonly pid: number | undefined;
   /** Everything it printed, for the failure message when it dies. */
   readonly output: () => string;
   /** False once it has exited: every request the driver and the daemons made since failed. */
@@ -67,6 +69,7 @@ export async function startSandboxProcess(
     apiKey: field('api_key')!,
     companyId: field('company_id')!,
     output: () => output,
+    pid: child.pid,
     alive: () => child.exitCode === null && child.signalCode === null,
     close: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;

@@ -4,9 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
 import { Pool } from 'undici';
 import { openDb } from '../src/db/connect.js';
 import { deliveryHeaders } from '../src/webhooks/signature.js';
+import { type CpuReading, cpuSpent, postgresCpuSeconds, processCpuSeconds } from './cpuAccount.js';
 import { type BenchOptions, type BenchResult, quantile } from './harness.js';
 import { type Child, CLI, cliEnv, freePort, spawnChild, spawnUntil } from './processes.js';
 
@@ -22,32 +24,35 @@ interface Delivery {
   readonly body: string;
 }
 
-/** `count` signed review.created deliveries, each of a distinct review, signed now. */
-function deliveries(count: number): Delivery[] {
+/** A signed review.created delivery of a new review, signed now. */
+function delivery(i: number): Delivery {
   const timestamp = String(Math.floor(Date.now() / 1000));
-  return Array.from({ length: count }, (_, i) => {
-    const id = randomUUID();
-    const body = JSON.stringify({
-      event: 'review.created',
-      timestamp,
-      data: {
-        id,
-        review_number: `R-${id.replaceAll('-', '').slice(0, 8).toUpperCase()}`,
-        created_at: new Date().toISOString(),
-        rating: 1 + (i % 5),
-        comment: `benchmark review ${i} `.repeat(8),
-        is_verified: true,
-        reviewer: { name: 'Bench Reviewer', email: 'bench@example.com' },
-        professional: { id: null, name: null },
-      },
-    });
-    return { id, body, headers: deliveryHeaders(SECRET, timestamp, body) };
+  const id = randomUUID();
+  const body = JSON.stringify({
+    event: 'review.created',
+    timestamp,
+    data: {
+      id,
+      review_number: `R-${id.replaceAll('-', '').slice(0, 8).toUpperCase()}`,
+      created_at: new Date().toISOString(),
+      rating: 1 + (i % 5),
+      comment: `benchmark review ${i} `.repeat(8),
+      is_verified: true,
+      reviewer: { name: 'Bench Reviewer', email: 'bench@example.com' },
+      professional: { id: null, name: null },
+    },
   });
+  return { id, body, headers: deliveryHeaders(SECRET, timestamp, body) };
 }
+
+/** `count` deliveries, each of a distinct review. */
+const deliveries = (count: number): Delivery[] => Array.from({ length: count }, (_, i) => delivery(i));
 
 interface Sent {
   /** Seconds from each delivery's scheduled send (open loop) or actual send (closed loop) to its answer. */
   readonly latencies: number[];
+  /** Deliveries answered, whatever the answer. */
+  readonly answered: number;
   /** Ids of the deliveries answered 200. */
   readonly acknowledged: string[];
   readonly refused: number;
@@ -82,7 +87,50 @@ async function closedLoop(origin: string, batch: readonly Delivery[], concurrenc
   await Promise.all(Array.from({ length: concurrency }, worker));
   const seconds = (performance.now() - start) / 1000;
   await pool.close();
-  return { latencies, acknowledged, refused: batch.length - acknowledged.length, seconds };
+  return {
+    latencies,
+    answered: batch.length,
+    acknowledged,
+    refused: batch.length - acknowledged.length,
+    seconds,
+  };
+}
+
+/**
+ * The closed loop as the issue measured it from outside: autocannon, 64 connections for
+ * `seconds`, each request a new signed delivery built as it is sent. Much costlier per request
+ * than the undici loop above, so on shared cores it leaves the server less CPU.
+ */
+async function autocannonLoop(origin: string, seconds: number): Promise<Sent> {
+  const acknowledged: string[] = [];
+  let answered = 0;
+  let built = 0;
+  const result = await autocannon({
+    url: `${origin}${PATH}`,
+    connections: CLOSED_LOOP_CONCURRENCY,
+    duration: seconds,
+    requests: [
+      {
+        method: 'POST',
+        setupRequest: (request, context: { id?: string }) => {
+          const d = delivery(built++);
+          context.id = d.id; // one request at a time per connection: its answer is this one's
+          return { ...request, body: d.body, headers: d.headers };
+        },
+        onResponse: (status, _body, context: { id?: string }) => {
+          answered++;
+          if (status === 200 && context.id !== undefined) acknowledged.push(context.id);
+        },
+      },
+    ],
+  });
+  return {
+    latencies: [],
+    answered,
+    acknowledged,
+    refused: answered - acknowledged.length,
+    seconds: result.duration,
+  };
 }
 
 /**
@@ -119,7 +167,13 @@ async function openLoop(origin: string, batch: readonly Delivery[], rate: number
   await Promise.all(answers);
   const seconds = (performance.now() - start) / 1000;
   await pool.close();
-  return { latencies, acknowledged, refused: batch.length - acknowledged.length, seconds };
+  return {
+    latencies,
+    answered: batch.length,
+    acknowledged,
+    refused: batch.length - acknowledged.length,
+    seconds,
+  };
 }
 
 async function waitReady(url: string): Promise<void> {
@@ -207,17 +261,44 @@ function daemonView(before: Map<string, number>, after: Map<string, number>): Re
   };
 }
 
+/** A closed loop and what each process spent on it: the server, PostgreSQL and the load generator. */
+interface ClosedRun {
+  readonly sent: Sent;
+  readonly cpu: Record<string, number>;
+}
+
 interface Workload {
-  closed: Sent;
+  /** The issue's yardstick (autocannon), then the bench's own lean undici loop. */
+  closed: { autocannon: ClosedRun; undici: ClosedRun };
   open: Array<{ rate: number; sent: Sent; daemon: Record<string, number> }>;
 }
 
-async function drive({ origin, adminPort }: Target, options: BenchOptions): Promise<Workload> {
+function cpuReading(serverPid: number | undefined): CpuReading {
+  const own = process.cpuUsage();
+  return {
+    server: processCpuSeconds(serverPid),
+    postgres: postgresCpuSeconds(),
+    generator: (own.user + own.system) / 1e6,
+  };
+}
+
+async function withCpu(serverPid: number | undefined, run: () => Promise<Sent>): Promise<ClosedRun> {
+  const before = cpuReading(serverPid);
+  const sent = await run();
+  return { sent, cpu: cpuSpent(before, cpuReading(serverPid)) };
+}
+
+async function drive({ origin, adminPort, child }: Target, options: BenchOptions): Promise<Workload> {
   const closedCount = options.quick ? 500 : 20_000;
+  const autocannonSeconds = options.quick ? 1 : 10;
   const rates = options.quick ? [200] : [200, 1_000, 2_000];
   const openSeconds = options.quick ? 1 : 10;
+  const pid = child.process.pid;
   await closedLoop(origin, deliveries(Math.min(2_000, closedCount)), CLOSED_LOOP_CONCURRENCY); // warm-up
-  const closed = await closedLoop(origin, deliveries(closedCount), CLOSED_LOOP_CONCURRENCY);
+  const closed = {
+    autocannon: await withCpu(pid, () => autocannonLoop(origin, autocannonSeconds)),
+    undici: await withCpu(pid, () => closedLoop(origin, deliveries(closedCount), CLOSED_LOOP_CONCURRENCY)),
+  };
   const open: Workload['open'] = [];
   for (const rate of rates) {
     const batch = deliveries(rate * openSeconds);
@@ -228,6 +309,44 @@ async function drive({ origin, adminPort }: Target, options: BenchOptions): Prom
     open.push({ rate, sent, daemon });
   }
   return { closed, open };
+}
+
+/**
+ * A closed loop's throughput beside the bare server's under the same generator, with the CPU each
+ * process spent per delivery. On shared cores the generator's cost per request sets how much CPU
+ * is left to the server, so `cpu_bound_vs_bare` is the throughput share the receiver would reach
+ * if both runs kept the cores equally busy: the bare run's CPU per request over the receiver's.
+ */
+function closedResult(name: string, subject: ClosedRun, bare: ClosedRun, backend: string): BenchResult {
+  const rate = (run: ClosedRun) => run.sent.answered / run.sent.seconds;
+  const us = (run: ClosedRun, part: string) => ((run.cpu[part] ?? Number.NaN) / run.sent.answered) * 1e6;
+  const busy = (run: ClosedRun) =>
+    Object.values(run.cpu).reduce((sum, seconds) => sum + seconds, 0) / run.sent.seconds;
+  const subjectUs = us(subject, 'server') + us(subject, 'postgres') + us(subject, 'generator');
+  const bareUs = us(bare, 'server') + us(bare, 'generator');
+  return {
+    name,
+    baseline: { label: `bare node:http, ${Math.round(rate(bare))}/s, per delivery`, seconds: 1 / rate(bare) },
+    subject: {
+      label: `run on ${backend}, verified and committed, ${Math.round(rate(subject))}/s, per delivery`,
+      seconds: 1 / rate(subject),
+    },
+    ratio: rate(bare) / rate(subject),
+    details: {
+      throughput_vs_bare: rate(subject) / rate(bare),
+      deliveries_per_second: rate(subject),
+      bare_per_second: rate(bare),
+      refused: subject.sent.refused,
+      receiver_cpu_us: us(subject, 'server'),
+      postgres_cpu_us: us(subject, 'postgres'),
+      generator_cpu_us: us(subject, 'generator'),
+      bare_server_cpu_us: us(bare, 'server'),
+      bare_generator_cpu_us: us(bare, 'generator'),
+      cores_busy: busy(subject),
+      bare_cores_busy: busy(bare),
+      cpu_bound_vs_bare: bareUs / subjectUs,
+    },
+  };
 }
 
 /** How many of `ids` are in both the inbox and the reviews table. */
@@ -254,8 +373,10 @@ const ms = (seconds: number) => seconds * 1000;
 /**
  * Issue 15, part 3: signed deliveries to `review-mirror run` (a separate process, on the
  * PostgreSQL server of BENCH_DATABASE_URL, else embedded), against the same workloads sent to a
- * bare node:http server process that only reads the body and answers 200. Closed loop: throughput
- * with 64 in flight. Open loop at 200, 1,000 and 2,000 deliveries/s: latency from each delivery's
+ * bare node:http server process that only reads the body and answers 200. Closed loop, 64
+ * connections: throughput under autocannon (how the issue measured it), then under the bench's
+ * own leaner undici sender, each with the CPU per delivery of the server, PostgreSQL and the
+ * generator. Open loop at 200, 1,000 and 2,000 deliveries/s: latency from each delivery's
  * scheduled send. Then every delivery the receiver acknowledged must be in the inbox and the
  * reviews table (a 200 means committed).
  */
@@ -279,28 +400,30 @@ export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]
     } finally {
       await daemon.child.stop();
     }
-    const acknowledged = [subject.closed, ...subject.open.map((o) => o.sent)].flatMap((s) => s.acknowledged);
+    const acknowledged = [
+      subject.closed.autocannon.sent,
+      subject.closed.undici.sent,
+      ...subject.open.map((o) => o.sent),
+    ].flatMap((s) => s.acknowledged);
     const stored = await countStored(options.databaseUrl, dataDir, schema, acknowledged);
     if (stored !== acknowledged.length) {
       throw new Error(`${acknowledged.length - stored} acknowledged deliveries are not in the mirror`);
     }
 
-    const closed: BenchResult = {
-      name: `webhook closed loop, ${CLOSED_LOOP_CONCURRENCY} in flight`,
-      baseline: {
-        label: `bare node:http, ${subject.closed.latencies.length} deliveries`,
-        seconds: baseline.closed.seconds,
-      },
-      subject: { label: `run on ${backend}, verified and committed`, seconds: subject.closed.seconds },
-      ratio: subject.closed.seconds / baseline.closed.seconds,
-      details: {
-        throughput_vs_bare: baseline.closed.seconds / subject.closed.seconds,
-        deliveries_per_second: subject.closed.latencies.length / subject.closed.seconds,
-        bare_per_second: baseline.closed.latencies.length / baseline.closed.seconds,
-        refused: subject.closed.refused,
-        acknowledged_stored: stored === acknowledged.length ? 'all' : stored,
-      },
-    };
+    const closed = [
+      closedResult(
+        `webhook closed loop, ${CLOSED_LOOP_CONCURRENCY} connections, autocannon (the issue's yardstick)`,
+        subject.closed.autocannon,
+        baseline.closed.autocannon,
+        backend,
+      ),
+      closedResult(
+        `webhook closed loop, ${CLOSED_LOOP_CONCURRENCY} in flight, lean undici sender`,
+        subject.closed.undici,
+        baseline.closed.undici,
+        backend,
+      ),
+    ];
     const open = subject.open.map(({ rate, sent, daemon: seen }, i): BenchResult => {
       const bareSent = baseline.open[i]!.sent;
       return {
@@ -321,7 +444,7 @@ export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]
         },
       };
     });
-    return [closed, ...open];
+    return [...closed, ...open];
   } finally {
     if (options.databaseUrl !== undefined) {
       const db = await openDb({ url: options.databaseUrl, schema, poolMax: 1, dataDir: undefined });
