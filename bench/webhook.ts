@@ -51,12 +51,28 @@ const deliveries = (count: number): Delivery[] => Array.from({ length: count }, 
 interface Sent {
   /** Seconds from each delivery's scheduled send (open loop) or actual send (closed loop) to its answer. */
   readonly latencies: number[];
-  /** Deliveries answered, whatever the answer. */
+  /** Deliveries sent and settled: answered, whatever the answer, or failed. */
   readonly answered: number;
   /** Ids of the deliveries answered 200. */
   readonly acknowledged: string[];
   readonly refused: number;
   readonly seconds: number;
+}
+
+/** A loop that sent all of `batch` and settled every delivery, `acknowledged` the 200s. */
+function sentAll(
+  batch: readonly Delivery[],
+  latencies: number[],
+  acknowledged: string[],
+  seconds: number,
+): Sent {
+  return {
+    latencies,
+    answered: batch.length,
+    acknowledged,
+    refused: batch.length - acknowledged.length,
+    seconds,
+  };
 }
 
 async function post(pool: Pool, d: Delivery): Promise<boolean> {
@@ -87,13 +103,7 @@ async function closedLoop(origin: string, batch: readonly Delivery[], concurrenc
   await Promise.all(Array.from({ length: concurrency }, worker));
   const seconds = (performance.now() - start) / 1000;
   await pool.close();
-  return {
-    latencies,
-    answered: batch.length,
-    acknowledged,
-    refused: batch.length - acknowledged.length,
-    seconds,
-  };
+  return sentAll(batch, latencies, acknowledged, seconds);
 }
 
 /**
@@ -167,13 +177,7 @@ async function openLoop(origin: string, batch: readonly Delivery[], rate: number
   await Promise.all(answers);
   const seconds = (performance.now() - start) / 1000;
   await pool.close();
-  return {
-    latencies,
-    answered: batch.length,
-    acknowledged,
-    refused: batch.length - acknowledged.length,
-    seconds,
-  };
+  return sentAll(batch, latencies, acknowledged, seconds);
 }
 
 async function waitReady(url: string): Promise<void> {
