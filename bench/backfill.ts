@@ -113,7 +113,8 @@ async function backfillServer(
     const copyCpuBefore = postgresCpuSeconds();
     const copySeconds = await copySecondsOf(client, schema, join(dir, 'reviews.copy'));
     const copyCpuAfter = postgresCpuSeconds();
-    const totalCpu = (cpu.sandbox ?? 0) + (cpu.sync ?? 0) + (cpu.postgres ?? 0);
+    // NaN unless all three were read (a database on another machine has no /proc here).
+    const totalCpu = (cpu.sandbox ?? Number.NaN) + (cpu.sync ?? Number.NaN) + (cpu.postgres ?? Number.NaN);
 
     const limitSeconds = Math.max(fetchSeconds, copySeconds);
     const backfill: BenchResult = {

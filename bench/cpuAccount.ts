@@ -52,9 +52,15 @@ export function reapedChildrenCpuSeconds(): number | undefined {
  * (reaped by the postmaster). Undefined when no PostgreSQL runs here.
  */
 export function postgresCpuSeconds(): number | undefined {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return undefined; // no /proc: not Linux
+  }
   let total = 0;
   let found = false;
-  for (const entry of readdirSync('/proc')) {
+  for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
     const times = timesOf(Number(entry));
     if (times === undefined || !times.command.startsWith('postgres')) continue;
