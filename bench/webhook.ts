@@ -10,6 +10,7 @@ import { openDb } from '../src/db/connect.js';
 import { deliveryHeaders } from '../src/webhooks/signature.js';
 import { type CpuReading, cpuSpent, postgresCpuSeconds, processCpuSeconds } from './cpuAccount.js';
 import { type BenchOptions, type BenchResult, quantile } from './harness.js';
+import { parseMetricsText } from './metricsText.js';
 import { type Child, CLI, cliEnv, freePort, spawnChild, spawnUntil } from './processes.js';
 
 const SECRET = 'whsec_bench_secret_0123456789';
@@ -235,14 +236,7 @@ async function startBareServer(): Promise<Target> {
 
 /** One scrape of a daemon's /metrics: sample (name with labels) to value. */
 async function scrape(adminPort: number): Promise<Map<string, number>> {
-  const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
-  const samples = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (line.startsWith('#') || line.trim() === '') continue;
-    const at = line.lastIndexOf(' ');
-    samples.set(line.slice(0, at), Number(line.slice(at + 1)));
-  }
-  return samples;
+  return parseMetricsText(await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text());
 }
 
 /**
