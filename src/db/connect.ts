@@ -16,6 +16,12 @@ export interface Db {
   readonly knex: Knex;
   readonly schema: string;
   readonly backend: Backend;
+  /**
+   * Whether a statement may be prepared under a name and kept by the connection: only on a
+   * PostgreSQL server reached directly. A transaction pooler hands each transaction whichever
+   * server connection is free, where the name means nothing (PgBouncer 1.18 does not track them).
+   */
+  readonly namedStatements: boolean;
   /** Schema-qualified table name for knex (`review_mirror.reviews`): we never rely on search_path. */
   table(name: string): string;
   close(): Promise<void>;
@@ -82,7 +88,9 @@ export async function openDb(options: DbOptions): Promise<Db> {
       acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
       log: knexLog(options.log),
     });
-    return makeDb(knex, options.schema, 'postgres', async () => knex.destroy());
+    return makeDb(knex, options.schema, 'postgres', options.pooler !== 'transaction', async () =>
+      knex.destroy(),
+    );
   }
 
   let releaseLock: (() => Promise<void>) | undefined;
@@ -106,18 +114,25 @@ export async function openDb(options: DbOptions): Promise<Db> {
     await releaseLock?.();
     throw error;
   }
-  return makeDb(knex, options.schema, 'embedded', async () => {
+  return makeDb(knex, options.schema, 'embedded', false, async () => {
     await knex.destroy();
     await releaseLock?.();
   });
 }
 
-function makeDb(knex: Knex, schema: string, backend: Backend, close: () => Promise<void>): Db {
+function makeDb(
+  knex: Knex,
+  schema: string,
+  backend: Backend,
+  namedStatements: boolean,
+  close: () => Promise<void>,
+): Db {
   let closed: Promise<void> | undefined;
   return {
     knex,
     schema,
     backend,
+    namedStatements,
     table: (name) => `${schema}.${name}`,
     close: () => {
       closed ??= close();

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Queryable, Tables } from '../db/queryable.js';
+import { preparedRaw, type Queryable, type Tables } from '../db/queryable.js';
 import { arrayLiteral } from '../mirror/arrayLiteral.js';
 import { latestPerId, toReviewRow } from '../mirror/reviewRow.js';
 import { reviewUpsertStatement } from '../mirror/reviewsSql.js';
@@ -50,8 +50,10 @@ export async function storeDeliveries(
     'webhook',
   );
   // Both inserts run whole in the one statement (data-modifying CTEs always do); only the inbox's
-  // new keys come back.
-  const result = await q.raw(
+  // new keys come back. Prepared: it runs for every few deliveries.
+  const result = await preparedRaw(
+    q,
+    db,
     `with fresh as (
        insert into ?? (review_id, event, event_at, body)
        select * from unnest(?::uuid[], ?::text[], ?::timestamptz[], ?::text[])

@@ -1,4 +1,4 @@
-import type { Queryable, Tables } from '../../db/queryable.js';
+import { preparedRaw, type Queryable, type Tables } from '../../db/queryable.js';
 import type { ContactRow } from './contactRow.js';
 import type { StoredContact } from './planPush.js';
 
@@ -43,7 +43,9 @@ export async function recordOutcomes(
   outcomes: ReadonlyArray<{ readonly key: string; readonly outcome: ContactOutcome }>,
 ): Promise<void> {
   if (outcomes.length === 0) return;
-  await q.raw(
+  await preparedRaw(
+    q,
+    db,
     `update ?? as c
         set outcome = v.outcome,
             platform_contact_id = coalesce(v.platform_contact_id, c.platform_contact_id),
@@ -79,7 +81,9 @@ export async function appendPushLog(
 ): Promise<void> {
   if (entries.length === 0) return;
   // One array per column: a statement of eight parameters whatever the batch's size.
-  await q.raw(
+  await preparedRaw(
+    q,
+    db,
     `insert into ?? (run_id, file, line, key, operation, outcome, error, content_hash)
      select ?::bigint, ?, * from unnest(?::int[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])`,
     [

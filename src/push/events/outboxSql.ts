@@ -1,4 +1,4 @@
-import type { Queryable, Tables } from '../../db/queryable.js';
+import { preparedRaw, type Queryable, type Tables } from '../../db/queryable.js';
 import type { UnknownOutcomePolicy } from './sendPolicy.js';
 
 /** An event to enqueue, validated. */
@@ -76,7 +76,9 @@ export async function claimDueEvents(
   limit: number,
   leaseMs: number,
 ): Promise<ClaimedEvent[]> {
-  const { rows } = (await q.raw(
+  const { rows } = (await preparedRaw(
+    q,
+    db,
     `with due as (
        select id from ?? where state = 'pending' and next_attempt_at <= now()
         order by next_attempt_at, id limit ? for update skip locked
@@ -169,7 +171,9 @@ export async function recordDecisions(
   decisions: readonly RecordedDecision[],
 ): Promise<number> {
   if (decisions.length === 0) return 0;
-  const { rowCount } = (await q.raw(
+  const { rowCount } = (await preparedRaw(
+    q,
+    db,
     `update ?? as o
         set state = d.state,
             next_attempt_at = case when d.state = 'pending'
