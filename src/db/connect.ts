@@ -1,6 +1,5 @@
 import { resolve } from 'node:path';
 import knexFactory, { type Knex } from 'knex';
-import ClientPgLite from 'knex-pglite';
 import pg from 'pg';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
@@ -102,6 +101,8 @@ export async function openDb(options: DbOptions): Promise<Db> {
     });
     connection = { filename: resolve(dir, 'pgdata') };
   }
+  // Loaded only here: a process on a PostgreSQL server never parses the embedded database's code.
+  const { default: ClientPgLite } = await import('knex-pglite');
   const knex = knexFactory({
     client: ClientPgLite,
     dialect: 'postgres',
