@@ -1,5 +1,6 @@
 import type { Db } from '../db/connect.js';
 import { isDataError } from '../db/dataError.js';
+import { GroupCommit } from '../db/groupCommit.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import { type Delivery, type DeliveryOutcome, storeDeliveries } from './inboxSql.js';
@@ -29,27 +30,19 @@ export interface InboxOptions {
   readonly commitTimeoutMs?: number;
 }
 
-interface Waiter {
-  readonly delivery: Delivery;
-  readonly resolve: (outcome: DeliveryOutcome) => void;
-  readonly reject: (error: unknown) => void;
-}
-
 /**
- * Group commit for webhook deliveries. A delivery that finds no commit in flight is committed at
+ * The webhook deliveries' group commit. A delivery that finds no commit in flight is committed at
  * once (after the current turn of the event loop, so deliveries parsed together go together);
- * deliveries arriving while a commit is in flight wait and go into the next one. Under a burst
- * the batch grows instead of the queue of transactions, and each delivery waits at most about two
- * commits. `submit` settles only after COMMIT: the 200 is never sent for data that is not durable.
+ * deliveries arriving while a commit is in flight go into the next one. `submit` settles only
+ * after COMMIT: the 200 is never sent for data that is not durable. A delivery the database
+ * refuses fails alone; a commit slower than `commitTimeoutMs` is answered 503 (the platform
+ * retries). Commits failing for a minute make the replica not ready.
  */
 export class Inbox {
   readonly #db: Db;
   readonly #log: Logger;
   readonly #metrics: Metrics | undefined;
-  readonly #maxBatch: number;
-  readonly #commitTimeoutMs: number;
-  #pending: Waiter[] = [];
-  #flushing: Promise<void> | undefined;
+  readonly #commits: GroupCommit<Delivery, DeliveryOutcome>;
   #closed = false;
   #lastSuccessMs = 0;
   #lastFailureMs = 0;
@@ -58,8 +51,21 @@ export class Inbox {
     this.#db = options.db;
     this.#log = options.log;
     this.#metrics = options.metrics;
-    this.#maxBatch = options.maxBatch ?? 500;
-    this.#commitTimeoutMs = options.commitTimeoutMs ?? 5_000;
+    const commitTimeoutMs = options.commitTimeoutMs ?? 5_000;
+    this.#commits = new GroupCommit((batch) => this.#commit(batch), {
+      maxBatch: options.maxBatch ?? 500,
+      isolateWhen: isDataError,
+      timeout: {
+        ms: commitTimeoutMs,
+        onTimeout: (batchSize) => {
+          this.#lastFailureMs = Date.now();
+          this.#metrics?.webhookRefusals.inc({ reason: 'commit_timeout' }, batchSize);
+          this.#log.error({ batchSize, timeoutMs: commitTimeoutMs }, 'webhook inbox commit timed out');
+          // A delivery that did commit meanwhile is answered `duplicate` when the platform retries it.
+          return new InboxTimeoutError(`commit took longer than ${commitTimeoutMs} ms`);
+        },
+      },
+    });
   }
 
   /** Why this replica should not take deliveries now (its commits are failing), or undefined. */
@@ -71,86 +77,31 @@ export class Inbox {
   /** Resolves once the delivery is committed; rejects when the commit failed (answer 5xx). */
   submit(delivery: Delivery): Promise<DeliveryOutcome> {
     if (this.#closed) return Promise.reject(new InboxClosedError('inbox closed'));
-    return new Promise((resolve, reject) => {
-      this.#pending.push({ delivery, resolve, reject });
-      this.#kick();
-    });
-  }
-
-  /** Deliveries waiting for a commit, including the one in flight's successors. */
-  get backlog(): number {
-    return this.#pending.length;
+    return this.#commits.add(delivery);
   }
 
   /** Refuses new deliveries and waits until every accepted one has been committed or failed. */
   async close(): Promise<void> {
     this.#closed = true;
-    while (this.#flushing) await this.#flushing;
+    await this.#commits.idle();
   }
 
-  #kick(): void {
-    if (this.#flushing) return;
-    this.#flushing = new Promise<void>((resolve) => setImmediate(resolve))
-      .then(() => this.#flushAll())
-      .finally(() => {
-        this.#flushing = undefined;
-        // A delivery may have arrived between the last batch and this point.
-        if (this.#pending.length > 0) this.#kick();
-      });
-  }
-
-  async #flushAll(): Promise<void> {
-    while (this.#pending.length > 0) {
-      const batch = this.#pending.splice(0, this.#maxBatch);
-      const committed = this.#commit(batch).then(() => true);
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<false>((resolve) => {
-        timer = setTimeout(() => resolve(false), this.#commitTimeoutMs);
-      });
-      const inTime = await Promise.race([committed, late]);
-      clearTimeout(timer);
-      if (!inTime) {
-        // Settling a promise twice is a no-op: if the commit ends later, its outcome is ignored
-        // (a delivery that did commit is answered `duplicate` when the platform retries it).
-        this.#lastFailureMs = Date.now();
-        this.#metrics?.webhookRefusals.inc({ reason: 'commit_timeout' }, batch.length);
-        this.#log.error(
-          { batchSize: batch.length, timeoutMs: this.#commitTimeoutMs },
-          'webhook inbox commit timed out',
-        );
-        const error = new InboxTimeoutError(`commit took longer than ${this.#commitTimeoutMs} ms`);
-        for (const w of batch) w.reject(error);
-      }
-    }
-  }
-
-  async #commit(batch: Waiter[]): Promise<void> {
+  async #commit(batch: readonly Delivery[]): Promise<DeliveryOutcome[]> {
     const endTimer = this.#metrics?.webhookCommitSeconds.startTimer();
     try {
-      const outcomes = await storeDeliveries(
-        this.#db.knex,
-        this.#db,
-        batch.map((w) => w.delivery),
-      );
+      const outcomes = await storeDeliveries(this.#db.knex, this.#db, batch);
       endTimer?.();
       this.#lastSuccessMs = Date.now();
       this.#metrics?.webhookBatchSize.observe(batch.length);
-      batch.forEach((w, i) => {
-        const outcome = outcomes[i]!;
-        this.#metrics?.webhookDeliveries.inc({ outcome });
-        w.resolve(outcome);
-      });
+      for (const outcome of outcomes) this.#metrics?.webhookDeliveries.inc({ outcome });
+      return outcomes;
     } catch (error) {
-      if (batch.length > 1 && isDataError(error)) {
-        // One delivery the database refuses must not fail the others with it: bisect to isolate it.
-        const half = Math.ceil(batch.length / 2);
-        await this.#commit(batch.slice(0, half));
-        await this.#commit(batch.slice(half));
-        return;
+      // A refused batch of several is split to find the delivery at fault: not a failure yet.
+      if (!(batch.length > 1 && isDataError(error))) {
+        this.#lastFailureMs = Date.now();
+        this.#log.error({ err: error, batchSize: batch.length }, 'webhook inbox commit failed');
       }
-      this.#lastFailureMs = Date.now();
-      this.#log.error({ err: error, batchSize: batch.length }, 'webhook inbox commit failed');
-      for (const w of batch) w.reject(error);
+      throw error;
     }
   }
 }
