@@ -25,6 +25,9 @@ describe('a backfill killed with SIGKILL at random points, then restarted', () =
       REVIEWS_API_URL: sandbox.url,
       REVIEWS_API_KEY: sandbox.apiKey,
       API_PAGE_SIZE: '100',
+      // A killed sync keeps the job's lease until it lapses, and the next one waits for that: at
+      // the default 30 s, five kills spent 150 s waiting. The shortest lease keeps it real.
+      JOB_LEASE_SECONDS: '3',
       DB_SCHEMA: schema,
       DATABASE_URL: TEST_DATABASE_URL,
       DATA_DIR: dataDir,
