@@ -5,6 +5,7 @@ import { benchBackfill } from './backfill.js';
 import { benchContactsDiff, benchContactsSend } from './contacts.js';
 import { type BenchOptions, type BenchResult, formatResults } from './harness.js';
 import { benchOutbox } from './outbox.js';
+import { benchStatements } from './statements.js';
 import { benchWebhook } from './webhook.js';
 
 /**
@@ -16,6 +17,7 @@ import { benchWebhook } from './webhook.js';
 const BENCHES: Record<string, (options: BenchOptions) => Promise<BenchResult[]>> = {
   backfill: benchBackfill,
   webhook: benchWebhook,
+  statements: benchStatements,
   'contacts-diff': benchContactsDiff,
   'contacts-send': benchContactsSend,
   outbox: benchOutbox,
