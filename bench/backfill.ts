@@ -25,6 +25,12 @@ const COLUMNS = `id, review_number, created_at, rating, comment, is_verified, re
 const mb = (bytes: number) => Math.round(bytes / 1e5) / 10;
 
 /**
+ * The V8 flags docs/operations.md gives for a tight container: a small young generation, and old
+ * space collected once it doubles what the last collection kept. No hard limit.
+ */
+const TIGHT_MEMORY_FLAGS = ['--max-semi-space-size=4', '--heap-growing-percent=100'];
+
+/**
  * Issue 15, parts 1 and 2. For each feed size: the sandbox seeded in a process of its own; the
  * API-bound limit (a fetch-only walk of the whole feed with the same client, in the bench
  * process); `review-mirror sync reviews` as shipped, a separate process, into an empty schema
@@ -76,6 +82,13 @@ interface SyncRecord {
   counts: Record<string, number>;
 }
 
+/** The `size`-review backfill recorded by the last `reviews` run in `sync_runs`, or an error. */
+async function backfillRecord(client: pg.Client, schema: string, size: number): Promise<SyncRecord> {
+  const run = await lastRun(client, schema);
+  if (run.counts.inserted !== size) throw new Error(`sync inserted ${run.counts.inserted}, expected ${size}`);
+  return run;
+}
+
 /** The last `reviews` run recorded in `sync_runs`: its duration as the job measured it, and counts. */
 async function lastRun(client: pg.Client, schema: string): Promise<SyncRecord> {
   const { rows } = await client.query(
@@ -107,9 +120,7 @@ async function backfillServer(
     const cpuBefore = cpuReading(sandbox.pid);
     const sync = await runCliOk(['sync', 'reviews'], env);
     const cpu = cpuSpent(cpuBefore, cpuReading(sandbox.pid));
-    const run = await lastRun(client, schema);
-    if (run.counts.inserted !== size)
-      throw new Error(`sync inserted ${run.counts.inserted}, expected ${size}`);
+    const run = await backfillRecord(client, schema, size);
     const copyCpuBefore = postgresCpuSeconds();
     const copySeconds = await copySecondsOf(client, schema, join(dir, 'reviews.copy'));
     const copyCpuAfter = postgresCpuSeconds();
@@ -146,6 +157,8 @@ async function backfillServer(
       },
     };
 
+    const tight = await tightMemoryBackfill(sandbox, size, databaseUrl, limitSeconds, client);
+
     // Part 2: the feed is mirrored; a poll re-reads the overlap window below the newest review.
     const idle = await runCliOk(['sync', 'reviews'], env);
     const idleRun = await lastRun(client, schema);
@@ -170,11 +183,51 @@ async function backfillServer(
         process_seconds: process.seconds,
       },
     });
-    return [backfill, poll('0 new', idleRun, idle), poll('100 new', freshRun, fresh)];
+    return [backfill, tight, poll('0 new', idleRun, idle), poll('100 new', freshRun, fresh)];
   } finally {
     await client.query(`drop schema if exists ${client.escapeIdentifier(schema)} cascade`);
     await client.end();
     await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The same backfill, into a schema of its own, by `sync reviews` run with TIGHT_MEMORY_FLAGS: the
+ * peak memory and the CPU they trade for it, beside the same limit.
+ */
+async function tightMemoryBackfill(
+  sandbox: SandboxProcess,
+  size: number,
+  databaseUrl: string,
+  limitSeconds: number,
+  client: pg.Client,
+): Promise<BenchResult> {
+  const schema = `bench_backfill_${randomBytes(4).toString('hex')}`;
+  const env = cliEnv({
+    REVIEWS_API_URL: sandbox.url,
+    REVIEWS_API_KEY: sandbox.apiKey,
+    DATABASE_URL: databaseUrl,
+    DB_SCHEMA: schema,
+  });
+  try {
+    await runCliOk(['migrate'], env);
+    const cpuBefore = reapedChildrenCpuSeconds();
+    const sync = await runCliOk(['sync', 'reviews'], env, TIGHT_MEMORY_FLAGS);
+    const cpuAfter = reapedChildrenCpuSeconds();
+    const run = await backfillRecord(client, schema, size);
+    return {
+      name: `backfill ${size.toLocaleString('en')} reviews, tight-memory flags`,
+      baseline: { label: 'the same limit', seconds: limitSeconds },
+      subject: { label: `sync reviews with ${TIGHT_MEMORY_FLAGS.join(' ')}`, seconds: run.seconds },
+      ratio: run.seconds / limitSeconds,
+      details: {
+        speed_vs_limit: limitSeconds / run.seconds,
+        peak_rss_mb: mb(sync.peakRssBytes),
+        cpu_sync_s: cpuBefore === undefined || cpuAfter === undefined ? Number.NaN : cpuAfter - cpuBefore,
+      },
+    };
+  } finally {
+    await client.query(`drop schema if exists ${client.escapeIdentifier(schema)} cascade`);
   }
 }
 

@@ -41,10 +41,20 @@ export interface CliRun {
   readonly peakRssBytes: number;
 }
 
-/** Runs the CLI as a separate process to its end, measuring its wall time and peak memory. */
-export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): Promise<CliRun> {
+/**
+ * Runs the CLI as a separate process to its end, measuring its wall time and peak memory;
+ * `nodeFlags` go to node before the script, as a container's command would put them.
+ */
+export async function runCli(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  nodeFlags: readonly string[] = [],
+): Promise<CliRun> {
   const start = process.hrtime.bigint();
-  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeFlags, CLI, ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
@@ -60,8 +70,12 @@ export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv): P
 }
 
 /** Like runCli, but a non-zero exit is an error naming the command and its last line. */
-export async function runCliOk(args: readonly string[], env: NodeJS.ProcessEnv): Promise<CliRun> {
-  const run = await runCli(args, env);
+export async function runCliOk(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  nodeFlags: readonly string[] = [],
+): Promise<CliRun> {
+  const run = await runCli(args, env, nodeFlags);
   if (run.code !== 0) {
     throw new Error(
       `review-mirror ${args.join(' ')} exited ${run.code}: ${run.stderr.trim().split('\n').at(-1)}`,
