@@ -75,19 +75,20 @@ export class GroupCommit<T, R = void> {
     while (this.#waiting.length > 0) {
       const batch = this.#waiting.splice(0, this.#maxBatch);
       const written = this.#writeIsolating(batch);
-      if (this.#timeout === undefined) {
+      const timeout = this.#timeout;
+      if (timeout === undefined) {
         await written;
         continue;
       }
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise<'late'>((resolve) => {
-        timer = setTimeout(() => resolve('late'), this.#timeout?.ms);
+        timer = setTimeout(() => resolve('late'), timeout.ms);
       });
       const first = await Promise.race([written.then(() => 'written' as const), late]);
       clearTimeout(timer);
       if (first === 'late') {
         // Settling a promise twice is a no-op: if the write ends later, its outcome is ignored.
-        const error = this.#timeout.onTimeout(batch.length);
+        const error = timeout.onTimeout(batch.length);
         for (const w of batch) w.reject(error);
       }
     }

@@ -18,8 +18,8 @@ const statementNames = new Map<string, string>();
 /**
  * `q.raw(sql, bindings)` as a named prepared statement where the connection can keep one: the
  * server then parses and plans it once per connection instead of on every call. For a frequent
- * statement of a few rows that is most of its cost on the server (the webhook inbox's commit of
- * eight deliveries: 60 µs of PostgreSQL CPU per delivery unnamed, 35 µs named). Only for a text
+ * statement of a few rows that is a large part of its cost on the server (the webhook inbox's
+ * commit of eight deliveries: a third of PostgreSQL's CPU, docs/benchmarks.md). Only for a text
  * that is the same on every call: its name is derived from it, and its `??` identifiers must be
  * this database's tables (one pool, one schema), so one name never means two statements.
  */
