@@ -99,12 +99,11 @@ async function lastRun(client: pg.Client, schema: string): Promise<SyncRecord> {
   return { seconds: rows[0].seconds, counts: rows[0].counts };
 }
 
-async function backfillServer(
+/** A new schema's name on the server, and the environment of a CLI run that mirrors the sandbox into it. */
+function freshSchemaEnv(
   sandbox: SandboxProcess,
-  size: number,
-  fetchSeconds: number,
   databaseUrl: string,
-): Promise<BenchResult[]> {
+): { schema: string; env: NodeJS.ProcessEnv } {
   const schema = `bench_backfill_${randomBytes(4).toString('hex')}`;
   const env = cliEnv({
     REVIEWS_API_URL: sandbox.url,
@@ -112,6 +111,16 @@ async function backfillServer(
     DATABASE_URL: databaseUrl,
     DB_SCHEMA: schema,
   });
+  return { schema, env };
+}
+
+async function backfillServer(
+  sandbox: SandboxProcess,
+  size: number,
+  fetchSeconds: number,
+  databaseUrl: string,
+): Promise<BenchResult[]> {
+  const { schema, env } = freshSchemaEnv(sandbox, databaseUrl);
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   const dir = await mkdtemp(join(tmpdir(), 'rm-bench-'));
@@ -202,13 +211,7 @@ async function tightMemoryBackfill(
   limitSeconds: number,
   client: pg.Client,
 ): Promise<BenchResult> {
-  const schema = `bench_backfill_${randomBytes(4).toString('hex')}`;
-  const env = cliEnv({
-    REVIEWS_API_URL: sandbox.url,
-    REVIEWS_API_KEY: sandbox.apiKey,
-    DATABASE_URL: databaseUrl,
-    DB_SCHEMA: schema,
-  });
+  const { schema, env } = freshSchemaEnv(sandbox, databaseUrl);
   try {
     await runCliOk(['migrate'], env);
     const cpuBefore = reapedChildrenCpuSeconds();
