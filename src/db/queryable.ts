@@ -23,12 +23,13 @@ const statementNames = new Map<string, string>();
  * that is the same on every call: its name is derived from it, and its `??` identifiers must be
  * this database's tables (one pool, one schema), so one name never means two statements.
  */
-export function preparedRaw(
+export async function preparedRaw(
   q: Queryable,
   db: Tables,
   sql: string,
   bindings: readonly Knex.RawBinding[],
-): Knex.Raw {
+  // biome-ignore lint/suspicious/noExplicitAny: the driver's result, typed by each caller like q.raw's.
+): Promise<any> {
   const raw = q.raw(sql, bindings);
   if (!db.namedStatements) return raw;
   let name = statementNames.get(sql);
@@ -36,5 +37,27 @@ export function preparedRaw(
     name = `review_mirror_${createHash('sha256').update(sql).digest('hex').slice(0, 24)}`;
     statementNames.set(sql, name);
   }
-  return raw.options({ name });
+  try {
+    return await raw.options({ name });
+  } catch (error) {
+    throw explainPooler(error);
+  }
+}
+
+/** SQLSTATEs of a named statement that the server connection does not have, or already has. */
+const STATEMENT_NAME_ERRORS = new Set(['26000', '42P05']);
+
+/**
+ * A named statement that is missing from, or already on, the server connection means the
+ * connection changed under the client: DATABASE_URL is a transaction pooler that DB_POOLER does
+ * not declare. The error says so, instead of only PostgreSQL's words.
+ */
+function explainPooler(error: unknown): unknown {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !STATEMENT_NAME_ERRORS.has(code)) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new Error(
+    `${message}: DATABASE_URL looks like a transaction pooler; set DB_POOLER=transaction (docs/operations.md)`,
+    { cause: error },
+  );
 }

@@ -78,11 +78,11 @@ describe('prepared statements', () => {
       }
     });
 
-    it('a named statement there fails (why the setting matters)', async () => {
+    it('a named statement there fails (why the setting matters), and the error names the setting', async () => {
       const db = await throughBouncer();
       try {
         await expect(storeConcurrently({ ...db, namedStatements: true }, 100)).rejects.toThrow(
-          /prepared statement/,
+          /prepared statement .*: DATABASE_URL looks like a transaction pooler; set DB_POOLER=transaction/,
         );
       } finally {
         await db.close();
