@@ -22,6 +22,8 @@ export interface GroupCommitOptions {
    * the next batch goes ahead: one stalled connection cannot hold every later item.
    */
   readonly timeout?: { readonly ms: number; readonly onTimeout: (batchSize: number) => Error };
+  /** Called when a write's items fail for good (not when a refused batch is split to isolate one). */
+  readonly onFailure?: (error: unknown, batchSize: number) => void;
 }
 
 /**
@@ -36,6 +38,7 @@ export class GroupCommit<T, R = void> {
   readonly #maxBatch: number;
   readonly #isolateWhen: ((error: unknown) => boolean) | undefined;
   readonly #timeout: GroupCommitOptions['timeout'];
+  readonly #onFailure: GroupCommitOptions['onFailure'];
   #waiting: Waiting<T, R>[] = [];
   #draining: Promise<void> | undefined;
 
@@ -44,6 +47,7 @@ export class GroupCommit<T, R = void> {
     this.#maxBatch = options.maxBatch ?? Number.POSITIVE_INFINITY;
     this.#isolateWhen = options.isolateWhen;
     this.#timeout = options.timeout;
+    this.#onFailure = options.onFailure;
   }
 
   /** Resolves with the item's result once it is written; rejects when its write failed or timed out. */
@@ -106,6 +110,7 @@ export class GroupCommit<T, R = void> {
         await this.#writeIsolating(batch.slice(half));
         return;
       }
+      this.#onFailure?.(error, batch.length);
       for (const w of batch) w.reject(error ?? new Error('not written'));
     }
   }

@@ -55,6 +55,10 @@ export class Inbox {
     this.#commits = new GroupCommit((batch) => this.#commit(batch), {
       maxBatch: options.maxBatch ?? 500,
       isolateWhen: isDataError,
+      onFailure: (error, batchSize) => {
+        this.#lastFailureMs = Date.now();
+        this.#log.error({ err: error, batchSize }, 'webhook inbox commit failed');
+      },
       timeout: {
         ms: commitTimeoutMs,
         onTimeout: (batchSize) => {
@@ -88,20 +92,11 @@ export class Inbox {
 
   async #commit(batch: readonly Delivery[]): Promise<DeliveryOutcome[]> {
     const endTimer = this.#metrics?.webhookCommitSeconds.startTimer();
-    try {
-      const outcomes = await storeDeliveries(this.#db.knex, this.#db, batch);
-      endTimer?.();
-      this.#lastSuccessMs = Date.now();
-      this.#metrics?.webhookBatchSize.observe(batch.length);
-      for (const outcome of outcomes) this.#metrics?.webhookDeliveries.inc({ outcome });
-      return outcomes;
-    } catch (error) {
-      // A refused batch of several is split to find the delivery at fault: not a failure yet.
-      if (!(batch.length > 1 && isDataError(error))) {
-        this.#lastFailureMs = Date.now();
-        this.#log.error({ err: error, batchSize: batch.length }, 'webhook inbox commit failed');
-      }
-      throw error;
-    }
+    const outcomes = await storeDeliveries(this.#db.knex, this.#db, batch);
+    endTimer?.();
+    this.#lastSuccessMs = Date.now();
+    this.#metrics?.webhookBatchSize.observe(batch.length);
+    for (const outcome of outcomes) this.#metrics?.webhookDeliveries.inc({ outcome });
+    return outcomes;
   }
 }

@@ -38,7 +38,11 @@ describe('GroupCommit', () => {
 
   it('isolates the item the database refuses: it fails alone, the others are written', async () => {
     const { batches, write } = recordingWrite({ refuse: 3 });
-    const commits = new GroupCommit(write, { isolateWhen: (e) => e instanceof Refused });
+    const failures: number[] = [];
+    const commits = new GroupCommit(write, {
+      isolateWhen: (e) => e instanceof Refused,
+      onFailure: (_error, size) => failures.push(size),
+    });
     const settled = await Promise.allSettled([1, 2, 3, 4, 5].map((n) => commits.add(n)));
     expect(settled.map((s) => (s.status === 'fulfilled' ? s.value : 'refused'))).toEqual([
       2,
@@ -48,6 +52,8 @@ describe('GroupCommit', () => {
       10,
     ]);
     expect(batches).toEqual([[1, 2, 3, 4, 5], [1, 2, 3], [1, 2], [3], [4, 5]]);
+    // Only the item at fault failed for good: the split batches were not failures.
+    expect(failures).toEqual([1]);
   });
 
   it('without isolateWhen, a failed write fails every item in it', async () => {
