@@ -1,10 +1,11 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { type Db, openDb } from '../src/db/connect.js';
 import { migrate } from '../src/db/migrate.js';
 import { parseEvent } from '../src/webhooks/event.js';
 import { type Delivery, storeDeliveries } from '../src/webhooks/inboxSql.js';
 import { postgresCpuSeconds } from './cpuAccount.js';
 import type { BenchOptions, BenchResult } from './harness.js';
+import { delivery as signedDelivery } from './webhook.js';
 
 /** Deliveries per commit: what the inbox commits at a steady 1,000/s (docs/benchmarks.md). */
 const BATCH = 8;
@@ -12,21 +13,7 @@ const BATCH = 8;
 /** `count` verified deliveries of new reviews, as the receiver hands them to the inbox. */
 function deliveries(count: number): Delivery[] {
   return Array.from({ length: count }, (_, i) => {
-    const id = randomUUID();
-    const body = JSON.stringify({
-      event: 'review.created',
-      timestamp: String(Math.floor(Date.now() / 1000)),
-      data: {
-        id,
-        review_number: `R-${id.slice(0, 8).toUpperCase()}`,
-        created_at: new Date().toISOString(),
-        rating: 1 + (i % 5),
-        comment: `benchmark review ${i} `.repeat(8),
-        is_verified: true,
-        reviewer: { name: 'Bench Reviewer', email: 'bench@example.com' },
-        professional: null,
-      },
-    });
+    const { body } = signedDelivery(i);
     const parsed = parseEvent(Buffer.from(body));
     if (!parsed.ok) throw new Error(parsed.detail);
     return { event: parsed.event, body, observedAt: new Date() };

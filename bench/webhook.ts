@@ -26,7 +26,7 @@ interface Delivery {
 }
 
 /** A signed review.created delivery of a new review, signed now. */
-function delivery(i: number): Delivery {
+export function delivery(i: number): Delivery {
   const timestamp = String(Math.floor(Date.now() / 1000));
   const id = randomUUID();
   const body = JSON.stringify({
