@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -15,7 +16,7 @@ import {
   reapedChildrenCpuSeconds,
 } from './cpuAccount.js';
 import { type BenchOptions, type BenchResult, benchApi } from './harness.js';
-import { CLI, cliEnv, runCliOk } from './processes.js';
+import { CLI, cliEnv, type NodeCommand, runCliOk } from './processes.js';
 import { type SandboxProcess, startSandboxProcess } from './sandboxProcess.js';
 
 /** The columns a COPY carries: every column of `reviews`, so the copy holds the same rows. */
@@ -29,6 +30,40 @@ const mb = (bytes: number) => Math.round(bytes / 1e5) / 10;
  * space collected once it doubles what the last collection kept. No hard limit.
  */
 const TIGHT_MEMORY_FLAGS = ['--max-semi-space-size=4', '--heap-growing-percent=100'];
+
+/** A second run of the backfill, each into a schema of its own, to read its memory and CPU. */
+interface Variant {
+  readonly name: string;
+  readonly label: string;
+  readonly command: NodeCommand;
+}
+
+/**
+ * The tight-memory flags on this machine's node; and when BENCH_IMAGE_NODE names the Dockerfile's
+ * Node line, the sync as the container runs it, with and without those flags.
+ */
+function variants(imageNode: string | undefined): Variant[] {
+  const tight = `with ${TIGHT_MEMORY_FLAGS.join(' ')}`;
+  const list: Variant[] = [
+    { name: 'tight-memory flags', label: `sync reviews ${tight}`, command: { flags: TIGHT_MEMORY_FLAGS } },
+  ];
+  if (imageNode !== undefined) {
+    const version = execFileSync(imageNode, ['--version'], { encoding: 'utf8' }).trim();
+    list.push(
+      {
+        name: `the image's Node ${version}`,
+        label: `sync reviews on ${version}`,
+        command: { node: imageNode },
+      },
+      {
+        name: `the image's Node ${version}, tight-memory flags`,
+        label: `sync reviews on ${version} ${tight}`,
+        command: { node: imageNode, flags: TIGHT_MEMORY_FLAGS },
+      },
+    );
+  }
+  return list;
+}
 
 /**
  * Issue 15, parts 1 and 2. For each feed size: the sandbox seeded in a process of its own; the
@@ -45,11 +80,19 @@ export async function benchBackfill(options: BenchOptions): Promise<BenchResult[
   for (const size of sizes) {
     const sandbox = await startSandboxProcess(CLI, { seed: 1, seedReviews: size });
     try {
-      const fetchSeconds = await fetchWalkSeconds(sandbox, size);
+      const fetchWalk = await fetchWalkOf(sandbox, size);
       // Embedded first: the server's part ends by adding reviews to the feed.
-      const embedded = await backfillEmbedded(sandbox, size, fetchSeconds);
+      const embedded = await backfillEmbedded(sandbox, size, fetchWalk.seconds);
       if (options.databaseUrl !== undefined) {
-        results.push(...(await backfillServer(sandbox, size, fetchSeconds, options.databaseUrl)));
+        results.push(
+          ...(await backfillServer(
+            sandbox,
+            size,
+            fetchWalk,
+            options.databaseUrl,
+            variants(options.imageNode),
+          )),
+        );
       }
       results.push(embedded);
     } finally {
@@ -59,19 +102,34 @@ export async function benchBackfill(options: BenchOptions): Promise<BenchResult[
   return results;
 }
 
+/** A fetch-only walk of the whole feed: its time, and the CPU its client and the sandbox spent. */
+interface FetchWalk {
+  readonly seconds: number;
+  readonly clientCpu: number;
+  readonly sandboxCpu: number;
+}
+
 /** The faster of two fetch-only walks of the whole feed (the first also warms the sandbox). */
-async function fetchWalkSeconds(sandbox: SandboxProcess, size: number): Promise<number> {
+async function fetchWalkOf(sandbox: SandboxProcess, size: number): Promise<FetchWalk> {
   const api = benchApi(sandbox);
   try {
-    const times: number[] = [];
+    const walks: FetchWalk[] = [];
     for (let run = 0; run < 2; run++) {
       let fetched = 0;
+      const sandboxBefore = processCpuSeconds(sandbox.pid) ?? Number.NaN;
+      const cpuBefore = process.cpuUsage();
       const start = process.hrtime.bigint();
       for await (const page of api.reviews.pages(null, null)) fetched += page.items.length;
-      times.push(Number(process.hrtime.bigint() - start) / 1e9);
+      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+      const cpu = process.cpuUsage(cpuBefore);
+      walks.push({
+        seconds,
+        clientCpu: (cpu.user + cpu.system) / 1e6,
+        sandboxCpu: (processCpuSeconds(sandbox.pid) ?? Number.NaN) - sandboxBefore,
+      });
       if (fetched !== size) throw new Error(`fetch walk read ${fetched} reviews, expected ${size}`);
     }
-    return Math.min(...times);
+    return walks.reduce((best, walk) => (walk.seconds < best.seconds ? walk : best));
   } finally {
     await api.close();
   }
@@ -117,9 +175,11 @@ function freshSchemaEnv(
 async function backfillServer(
   sandbox: SandboxProcess,
   size: number,
-  fetchSeconds: number,
+  fetchWalk: FetchWalk,
   databaseUrl: string,
+  others: readonly Variant[],
 ): Promise<BenchResult[]> {
+  const fetchSeconds = fetchWalk.seconds;
   const { schema, env } = freshSchemaEnv(sandbox, databaseUrl);
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
@@ -133,8 +193,20 @@ async function backfillServer(
     const copyCpuBefore = postgresCpuSeconds();
     const copySeconds = await copySecondsOf(client, schema, join(dir, 'reviews.copy'));
     const copyCpuAfter = postgresCpuSeconds();
+    const copyCpu =
+      copyCpuBefore === undefined || copyCpuAfter === undefined ? Number.NaN : copyCpuAfter - copyCpuBefore;
     // NaN unless all three were read (a database on another machine has no /proc here).
     const totalCpu = (cpu.sandbox ?? Number.NaN) + (cpu.sync ?? Number.NaN) + (cpu.postgres ?? Number.NaN);
+    // Part 2 begins here, as the least a sync process costs: a poll of the mirrored feed, which
+    // re-reads the overlap window below the newest review and writes nothing new.
+    const idleCpuBefore = reapedChildrenCpuSeconds();
+    const idle = await runCliOk(['sync', 'reviews'], env);
+    const idleCpu = (reapedChildrenCpuSeconds() ?? Number.NaN) - (idleCpuBefore ?? Number.NaN);
+    const idleRun = await lastRun(client, schema);
+    // The least CPU any client could make this backfill cost here: the sandbox serving the feed
+    // and the client reading and validating it (the fetch-only walk), PostgreSQL storing the
+    // rows at COPY's cost, and one sync process's start.
+    const floorCpu = fetchWalk.clientCpu + fetchWalk.sandboxCpu + copyCpu + idleCpu;
 
     const limitSeconds = Math.max(fetchSeconds, copySeconds);
     const backfill: BenchResult = {
@@ -157,20 +229,22 @@ async function backfillServer(
         cpu_sandbox_s: cpu.sandbox ?? Number.NaN,
         cpu_sync_s: cpu.sync ?? Number.NaN,
         cpu_postgres_s: cpu.postgres ?? Number.NaN,
-        cpu_postgres_copy_s:
-          copyCpuBefore === undefined || copyCpuAfter === undefined
-            ? Number.NaN
-            : copyCpuAfter - copyCpuBefore,
+        cpu_postgres_copy_s: copyCpu,
         // The best speed_vs_limit these CPU costs allow, were all of it overlapped on every core.
         overlap_bound_vs_limit: limitSeconds / (totalCpu / availableParallelism()),
+        cpu_fetch_walk_client_s: fetchWalk.clientCpu,
+        cpu_fetch_walk_sandbox_s: fetchWalk.sandboxCpu,
+        cpu_sync_start_s: idleCpu,
+        // The same bound for the leanest client (floorCpu): above it, no client reaches it here.
+        floor_bound_vs_limit: limitSeconds / (floorCpu / availableParallelism()),
       },
     };
 
-    const tight = await tightMemoryBackfill(sandbox, size, databaseUrl, limitSeconds, client);
+    const second: BenchResult[] = [];
+    for (const variant of others) {
+      second.push(await variantBackfill(sandbox, size, databaseUrl, limitSeconds, client, variant));
+    }
 
-    // Part 2: the feed is mirrored; a poll re-reads the overlap window below the newest review.
-    const idle = await runCliOk(['sync', 'reviews'], env);
-    const idleRun = await lastRun(client, schema);
     await new SandboxControl(sandbox.url).submitReviews(
       sandbox.companyId,
       Array.from({ length: 100 }, (_, i) => ({ comment: `incremental bench ${i}` })),
@@ -192,7 +266,7 @@ async function backfillServer(
         process_seconds: process.seconds,
       },
     });
-    return [backfill, tight, poll('0 new', idleRun, idle), poll('100 new', freshRun, fresh)];
+    return [backfill, ...second, poll('0 new', idleRun, idle), poll('100 new', freshRun, fresh)];
   } finally {
     await client.query(`drop schema if exists ${client.escapeIdentifier(schema)} cascade`);
     await client.end();
@@ -201,27 +275,28 @@ async function backfillServer(
 }
 
 /**
- * The same backfill, into a schema of its own, by `sync reviews` run with TIGHT_MEMORY_FLAGS: the
- * peak memory and the CPU they trade for it, beside the same limit.
+ * The same backfill, into a schema of its own, by `sync reviews` run as `variant` says: its peak
+ * memory and CPU, beside the same limit.
  */
-async function tightMemoryBackfill(
+async function variantBackfill(
   sandbox: SandboxProcess,
   size: number,
   databaseUrl: string,
   limitSeconds: number,
   client: pg.Client,
+  variant: Variant,
 ): Promise<BenchResult> {
   const { schema, env } = freshSchemaEnv(sandbox, databaseUrl);
   try {
-    await runCliOk(['migrate'], env);
+    await runCliOk(['migrate'], env, variant.command);
     const cpuBefore = reapedChildrenCpuSeconds();
-    const sync = await runCliOk(['sync', 'reviews'], env, TIGHT_MEMORY_FLAGS);
+    const sync = await runCliOk(['sync', 'reviews'], env, variant.command);
     const cpuAfter = reapedChildrenCpuSeconds();
     const run = await backfillRecord(client, schema, size);
     return {
-      name: `backfill ${size.toLocaleString('en')} reviews, tight-memory flags`,
+      name: `backfill ${size.toLocaleString('en')} reviews, ${variant.name}`,
       baseline: { label: 'the same limit', seconds: limitSeconds },
-      subject: { label: `sync reviews with ${TIGHT_MEMORY_FLAGS.join(' ')}`, seconds: run.seconds },
+      subject: { label: variant.label, seconds: run.seconds },
       ratio: run.seconds / limitSeconds,
       details: {
         speed_vs_limit: limitSeconds / run.seconds,

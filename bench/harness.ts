@@ -12,6 +12,11 @@ export interface BenchOptions {
   readonly quick: boolean;
   /** A PostgreSQL server (BENCH_DATABASE_URL); undefined: the embedded database. */
   readonly databaseUrl: string | undefined;
+  /**
+   * A `node` of the Dockerfile's line (BENCH_IMAGE_NODE), when this machine's is another: the
+   * backfill also runs `sync reviews` on it, as the container would.
+   */
+  readonly imageNode: string | undefined;
 }
 
 export interface BenchResult {

@@ -41,17 +41,23 @@ export interface CliRun {
   readonly peakRssBytes: number;
 }
 
+/** Which `node` runs a CLI process (default: the bench's own), and flags it gets before the script. */
+export interface NodeCommand {
+  readonly node?: string;
+  readonly flags?: readonly string[];
+}
+
 /**
  * Runs the CLI as a separate process to its end, measuring its wall time and peak memory;
- * `nodeFlags` go to node before the script, as a container's command would put them.
+ * `command.flags` go to node before the script, as a container's command would put them.
  */
 export async function runCli(
   args: readonly string[],
   env: NodeJS.ProcessEnv,
-  nodeFlags: readonly string[] = [],
+  command: NodeCommand = {},
 ): Promise<CliRun> {
   const start = process.hrtime.bigint();
-  const child = spawn(process.execPath, [...nodeFlags, CLI, ...args], {
+  const child = spawn(command.node ?? process.execPath, [...(command.flags ?? []), CLI, ...args], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -73,9 +79,9 @@ export async function runCli(
 export async function runCliOk(
   args: readonly string[],
   env: NodeJS.ProcessEnv,
-  nodeFlags: readonly string[] = [],
+  command: NodeCommand = {},
 ): Promise<CliRun> {
-  const run = await runCli(args, env, nodeFlags);
+  const run = await runCli(args, env, command);
   if (run.code !== 0) {
     throw new Error(
       `review-mirror ${args.join(' ')} exited ${run.code}: ${run.stderr.trim().split('\n').at(-1)}`,

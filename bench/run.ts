@@ -38,6 +38,7 @@ if (unknown.length > 0) {
 const options: BenchOptions = {
   quick: values.quick,
   databaseUrl: process.env.BENCH_DATABASE_URL || undefined,
+  imageNode: process.env.BENCH_IMAGE_NODE || undefined,
 };
 
 const results: BenchResult[] = [];

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Queryable, Tables } from '../db/queryable.js';
+import { preparedRaw, type Queryable, type Tables } from '../db/queryable.js';
 import { arrayLiteral } from './arrayLiteral.js';
 import { latestPerId, type ReviewRow } from './reviewRow.js';
 
@@ -81,7 +81,10 @@ export async function upsertReviews(
   const unique = latestPerId(rows);
   if (unique.length === 0) return { inserted: 0, updated: 0 };
   const upsert = reviewUpsertStatement(db, unique, source);
-  const result = await q.raw(
+  // A backfill runs this a thousand times per million reviews: planned once per connection.
+  const result = await preparedRaw(
+    q,
+    db,
     `with upserted as (${upsert.sql})
      select count(*) filter (where inserted) as inserted, count(*) as total from upserted`,
     upsert.bindings as Knex.RawBinding[],
