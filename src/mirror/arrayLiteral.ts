@@ -10,9 +10,14 @@ const ESCAPED = /["\\]/g;
  * flat string, which the driver copies to the socket in one pass.
  */
 export function arrayLiteral(values: ReadonlyArray<string | null>): string {
-  const elements = new Array<string>(values.length);
-  for (let i = 0; i < values.length; i++) {
-    const value = values[i]!;
+  return arrayLiteralOf(values, (value) => value);
+}
+
+/** The array literal of `text(item)` for each of `items`: one pass, no array of texts in between. */
+export function arrayLiteralOf<T>(items: readonly T[], text: (item: T) => string | null): string {
+  const elements = new Array<string>(items.length);
+  for (let i = 0; i < items.length; i++) {
+    const value = text(items[i]!);
     elements[i] =
       value === null
         ? 'NULL'

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { preparedRaw, type Queryable, type Tables } from '../db/queryable.js';
-import { arrayLiteral } from './arrayLiteral.js';
+import { arrayLiteralOf } from './arrayLiteral.js';
 import { latestPerId, type ReviewRow } from './reviewRow.js';
 
 export type ReviewSource = 'feed' | 'webhook';
@@ -10,26 +10,41 @@ export interface UpsertCounts {
   updated: number;
 }
 
-const FIELDS = [
-  'review_number',
-  'created_at',
-  'rating',
-  'comment',
-  'is_verified',
-  'reviewer_name',
-  'reviewer_email',
-  'professional_id',
-  'professional_name',
-  'observed_at',
-] as const;
-
-/** A column's value as the text PostgreSQL parses for its type. */
-function asText(value: ReviewRow[(typeof FIELDS)[number]]): string | null {
-  if (value === null || typeof value === 'string') return value;
-  if (value instanceof Date) return value.toISOString();
-  if (typeof value === 'boolean') return value ? 't' : 'f';
-  return String(value);
+/**
+ * The columns the upsert writes from a row, in the order of its unnest, each with its text as
+ * PostgreSQL parses it for the column's type. Read by a function per column (not `row[name]`), so
+ * each encodes one shape of value: this runs for every column of every review of a backfill.
+ */
+function rowColumns(): ReadonlyArray<
+  readonly [name: keyof ReviewRow, text: (row: ReviewRow) => string | null]
+> {
+  // The rows of one page share one observed_at: formatted once per page, not once per row.
+  let observed: Date | undefined;
+  let observedText = '';
+  return [
+    ['review_number', (r) => r.review_number],
+    ['created_at', (r) => r.created_at],
+    ['rating', (r) => String(r.rating)],
+    ['comment', (r) => r.comment],
+    ['is_verified', (r) => (r.is_verified ? 't' : 'f')],
+    ['reviewer_name', (r) => r.reviewer_name],
+    ['reviewer_email', (r) => r.reviewer_email],
+    ['professional_id', (r) => r.professional_id],
+    ['professional_name', (r) => r.professional_name],
+    [
+      'observed_at',
+      (r) => {
+        if (r.observed_at !== observed) {
+          observed = r.observed_at;
+          observedText = observed.toISOString();
+        }
+        return observedText;
+      },
+    ],
+  ];
 }
+
+const FIELDS = rowColumns().map(([name]) => name);
 
 /** A data-modifying statement and its bindings, to run alone or as one CTE of a larger statement. */
 export interface Statement {
@@ -65,8 +80,8 @@ export function reviewUpsertStatement(
     bindings: [
       db.table('reviews'),
       source,
-      ...FIELDS.map((f) => arrayLiteral(unique.map((r) => asText(r[f])))),
-      arrayLiteral(unique.map((r) => r.id)),
+      ...rowColumns().map(([, text]) => arrayLiteralOf(unique, text)),
+      arrayLiteralOf(unique, (r) => r.id),
     ],
   };
 }
