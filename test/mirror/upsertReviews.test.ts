@@ -78,6 +78,43 @@ describe('upsertReviews', () => {
     expect(second.feed_seen_at).not.toBeNull();
   });
 
+  it('stores every column of every row of a batch as given, each with its own observed_at', async () => {
+    // Rows of one page share one Date; a batch of webhook deliveries has one per row.
+    const page = new Date('2026-11-02T08:00:00.000Z');
+    const rows = [
+      row({ id: '1b1b1b1b-0000-4000-8000-000000000001', observed_at: page, rating: 1, is_verified: false }),
+      row({
+        id: '1b1b1b1b-0000-4000-8000-000000000002',
+        observed_at: page,
+        comment: 'back\\slash, {braces}, NULL',
+        reviewer_email: 'a@example.com',
+        professional_id: '2c2c2c2c-0000-4000-8000-000000000002',
+        professional_name: 'Dr "Q"',
+      }),
+      row({
+        id: '1b1b1b1b-0000-4000-8000-000000000003',
+        observed_at: new Date(page.getTime() + 1),
+        comment: null,
+      }),
+    ];
+    expect(await upsertReviews(db.knex, db, rows, 'feed')).toEqual({ inserted: 3, updated: 0 });
+    for (const expected of rows) {
+      const stored = await read(expected.id);
+      expect({
+        review_number: stored.review_number,
+        created_at: stored.created_at.toISOString(),
+        rating: Number(stored.rating),
+        comment: stored.comment,
+        is_verified: stored.is_verified,
+        reviewer_name: stored.reviewer_name,
+        reviewer_email: stored.reviewer_email,
+        professional_id: stored.professional_id,
+        professional_name: stored.professional_name,
+        observed_at: stored.observed_at.toISOString(),
+      }).toEqual({ ...expected, id: undefined, observed_at: expected.observed_at.toISOString() });
+    }
+  });
+
   it('never lets an older version overwrite a newer one, but still records the sighting', async () => {
     const id = '0e5d7c3b-1111-4222-8333-944455556666';
     await upsertReviews(db.knex, db, [row({ id, comment: 'newer', observed_at: new Date(5000) })], 'webhook');
