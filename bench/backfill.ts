@@ -76,6 +76,8 @@ function variants(imageNode: string | undefined): Variant[] {
  */
 export async function benchBackfill(options: BenchOptions): Promise<BenchResult[]> {
   const sizes = options.quick ? [2_000] : [100_000, 1_000_000];
+  // Asks the image's node its version once, not once per size.
+  const others = variants(options.imageNode);
   const results: BenchResult[] = [];
   for (const size of sizes) {
     const sandbox = await startSandboxProcess(CLI, { seed: 1, seedReviews: size });
@@ -84,15 +86,7 @@ export async function benchBackfill(options: BenchOptions): Promise<BenchResult[
       // Embedded first: the server's part ends by adding reviews to the feed.
       const embedded = await backfillEmbedded(sandbox, size, fetchWalk.seconds);
       if (options.databaseUrl !== undefined) {
-        results.push(
-          ...(await backfillServer(
-            sandbox,
-            size,
-            fetchWalk,
-            options.databaseUrl,
-            variants(options.imageNode),
-          )),
-        );
+        results.push(...(await backfillServer(sandbox, size, fetchWalk, options.databaseUrl, others)));
       }
       results.push(embedded);
     } finally {
