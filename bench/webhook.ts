@@ -18,6 +18,7 @@ const PATH = '/webhooks/review-created';
 /** Deliveries in flight at once in the closed loop: a platform fanning out a burst. */
 const CLOSED_LOOP_CONCURRENCY = 64;
 const BARE_SERVER = fileURLToPath(new URL('./bareHttpServer.js', import.meta.url));
+const LEAN_RECEIVER = fileURLToPath(new URL('./leanReceiver.js', import.meta.url));
 
 interface Delivery {
   readonly id: string;
@@ -234,6 +235,19 @@ async function startBareServer(): Promise<Target> {
   return { origin: match[1]!, child };
 }
 
+/** bench/leanReceiver.ts on `schema`, already migrated (by the daemon). */
+async function startLeanReceiver(databaseUrl: string, schema: string): Promise<Target> {
+  const env = cliEnv({ DATABASE_URL: databaseUrl, DB_SCHEMA: schema, WEBHOOK_SECRETS: SECRET });
+  const { child, match } = await spawnUntil([LEAN_RECEIVER], env, /listening on (\S+)/);
+  return { origin: match[1]!, child };
+}
+
+/** The issue's closed loop (autocannon) against the lean receiver, after the same warm-up. */
+async function driveLean(target: Target, options: BenchOptions): Promise<ClosedRun> {
+  await closedLoop(target.origin, deliveries(options.quick ? 500 : 2_000), CLOSED_LOOP_CONCURRENCY);
+  return withCpu(target.child.process.pid, () => autocannonLoop(target.origin, options.quick ? 1 : 10));
+}
+
 /** One scrape of a daemon's /metrics: sample (name with labels) to value. */
 async function scrape(adminPort: number): Promise<Map<string, number>> {
   return parseMetricsText(await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text());
@@ -314,19 +328,23 @@ async function drive({ origin, adminPort, child }: Target, options: BenchOptions
  * process spent per delivery. On shared cores the generator's cost per request sets how much CPU
  * is left to the server, so `cpu_bound_vs_bare` is the throughput share the receiver would reach
  * if both runs kept the cores equally busy: the bare run's CPU per request over the receiver's.
+ * `floor_bound_vs_bare` is the same bound for a receiver that cost no more than the bare server
+ * yet still had PostgreSQL store each delivery as this run did: what no receiver that commits
+ * before it answers could pass with this generator on these cores.
  */
-function closedResult(name: string, subject: ClosedRun, bare: ClosedRun, backend: string): BenchResult {
+function closedResult(name: string, subject: ClosedRun, bare: ClosedRun, subjectLabel: string): BenchResult {
   const rate = (run: ClosedRun) => run.sent.answered / run.sent.seconds;
   const us = (run: ClosedRun, part: string) => ((run.cpu[part] ?? Number.NaN) / run.sent.answered) * 1e6;
   const busy = (run: ClosedRun) =>
     Object.values(run.cpu).reduce((sum, seconds) => sum + seconds, 0) / run.sent.seconds;
   const subjectUs = us(subject, 'server') + us(subject, 'postgres') + us(subject, 'generator');
   const bareUs = us(bare, 'server') + us(bare, 'generator');
+  const floorUs = us(bare, 'server') + us(subject, 'postgres') + us(subject, 'generator');
   return {
     name,
     baseline: { label: `bare node:http, ${Math.round(rate(bare))}/s, per delivery`, seconds: 1 / rate(bare) },
     subject: {
-      label: `run on ${backend}, verified and committed, ${Math.round(rate(subject))}/s, per delivery`,
+      label: `${subjectLabel}, ${Math.round(rate(subject))}/s, per delivery`,
       seconds: 1 / rate(subject),
     },
     ratio: rate(bare) / rate(subject),
@@ -343,6 +361,7 @@ function closedResult(name: string, subject: ClosedRun, bare: ClosedRun, backend
       cores_busy: busy(subject),
       bare_cores_busy: busy(bare),
       cpu_bound_vs_bare: bareUs / subjectUs,
+      floor_bound_vs_bare: bareUs / floorUs,
     },
   };
 }
@@ -375,8 +394,9 @@ const ms = (seconds: number) => seconds * 1000;
  * connections: throughput under autocannon (how the issue measured it), then under the bench's
  * own leaner undici sender, each with the CPU per delivery of the server, PostgreSQL and the
  * generator. Open loop at 200, 1,000 and 2,000 deliveries/s: latency from each delivery's
- * scheduled send. Then every delivery the receiver acknowledged must be in the inbox and the
- * reviews table (a 200 means committed).
+ * scheduled send. On a PostgreSQL server, the autocannon loop once more against the lean receiver
+ * (bench/leanReceiver.ts): the same work without the daemon around it. Then every delivery either
+ * receiver acknowledged must be in the inbox and the reviews table (a 200 means committed).
  */
 export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]> {
   const bare = await startBareServer();
@@ -398,30 +418,54 @@ export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]
     } finally {
       await daemon.child.stop();
     }
+    // The lean receiver writes into the same schema, once the daemon has stopped.
+    let lean: ClosedRun | undefined;
+    if (options.databaseUrl !== undefined) {
+      const receiver = await startLeanReceiver(options.databaseUrl, schema);
+      try {
+        lean = await driveLean(receiver, options);
+      } finally {
+        await receiver.child.stop();
+      }
+    }
     const acknowledged = [
       subject.closed.autocannon.sent,
       subject.closed.undici.sent,
       ...subject.open.map((o) => o.sent),
+      ...(lean ? [lean.sent] : []),
     ].flatMap((s) => s.acknowledged);
     const stored = await countStored(options.databaseUrl, dataDir, schema, acknowledged);
     if (stored !== acknowledged.length) {
       throw new Error(`${acknowledged.length - stored} acknowledged deliveries are not in the mirror`);
     }
 
+    const daemonLabel = `run on ${backend}, verified and committed`;
     const closed = [
       closedResult(
         `webhook closed loop, ${CLOSED_LOOP_CONCURRENCY} connections, autocannon (the issue's yardstick)`,
         subject.closed.autocannon,
         baseline.closed.autocannon,
-        backend,
+        daemonLabel,
       ),
       closedResult(
         `webhook closed loop, ${CLOSED_LOOP_CONCURRENCY} in flight, lean undici sender`,
         subject.closed.undici,
         baseline.closed.undici,
-        backend,
+        daemonLabel,
       ),
     ];
+    if (lean) {
+      const result = closedResult(
+        `webhook closed loop, ${CLOSED_LOOP_CONCURRENCY} connections, autocannon, the lean receiver`,
+        lean,
+        baseline.closed.autocannon,
+        'node:http, the same verification, validation and group commit; no framework, metrics or logs',
+      );
+      const run = subject.closed.autocannon.sent;
+      result.details.throughput_vs_run =
+        lean.sent.answered / lean.sent.seconds / (run.answered / run.seconds);
+      closed.push(result);
+    }
     const open = subject.open.map(({ rate, sent, daemon: seen }, i): BenchResult => {
       const bareSent = baseline.open[i]!.sent;
       return {
