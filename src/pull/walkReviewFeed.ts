@@ -1,9 +1,10 @@
 import type { Knex } from 'knex';
+import { isUniqueViolation } from '../db/dataError.js';
 import type { Fence } from '../jobs/lease.js';
 import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import { quarantineRecords } from '../mirror/quarantineSql.js';
 import { type ReviewRow, toReviewRow } from '../mirror/reviewRow.js';
-import { upsertReviews } from '../mirror/reviewsSql.js';
+import { copyNewReviews, type UpsertCounts, upsertReviews } from '../mirror/reviewsSql.js';
 import { ApiRequestError } from '../partner-api/errors.js';
 import type { RejectedRecord } from '../partner-api/validRecords.js';
 import type { PullContext } from './context.js';
@@ -81,13 +82,22 @@ export async function walkReviewFeed(
   if (walk.plan.resumed) addCount(counts, 'resumed');
 
   const writeDepth = db.backend === 'postgres' ? SERVER_WRITE_DEPTH : 1;
-  const write = async (batch: PendingWrite, previous: Promise<void> | undefined): Promise<void> => {
-    const written = await db.knex.transaction(async (trx) => {
+  // Whether the next group is written by COPY: on a server, once a group stored only new reviews,
+  // as in a backfill; after a group that met stored ones, the upsert again.
+  let copyNext = false;
+  const writeGroup = async (
+    batch: PendingWrite,
+    previous: Promise<void> | undefined,
+    byCopy: boolean,
+  ): Promise<UpsertCounts & { quarantined: number }> =>
+    db.knex.transaction(async (trx) => {
       // Rows and checkpoint are one transaction, so a server crash can only lose both together
       // (the walk then re-reads those pages): no need to wait for the WAL flush of every group.
       if (db.backend === 'postgres') await trx.raw('set local synchronous_commit = off');
       await walk.fence(trx);
-      const result = await upsertReviews(trx, db, batch.rows, 'feed');
+      const result = byCopy
+        ? { inserted: await copyNewReviews(trx, db, batch.rows), updated: 0 }
+        : await upsertReviews(trx, db, batch.rows, 'feed');
       const quarantined = await quarantineRecords(trx, db, batch.rejected, 'feed');
       // Rejects when the group before failed: this one then rolls back with it.
       await previous;
@@ -102,6 +112,19 @@ export async function walkReviewFeed(
         });
       return { ...result, quarantined };
     });
+  const write = async (batch: PendingWrite, previous: Promise<void> | undefined): Promise<void> => {
+    const byCopy = copyNext && db.backend === 'postgres';
+    let written: UpsertCounts & { quarantined: number };
+    try {
+      written = await writeGroup(batch, previous, byCopy);
+    } catch (error) {
+      if (!byCopy || !isUniqueViolation(error)) throw error;
+      // A review of the group is stored already (the feed shifted between pages, a webhook landed
+      // it): the group was rolled back whole, and the upsert writes it instead.
+      log.debug({ job: walk.job, reviews: batch.rows.length }, 'group met stored reviews; upserting it');
+      written = await writeGroup(batch, previous, false);
+    }
+    copyNext = written.updated === 0 && written.inserted > 0;
     if (batch.rejected.length) addCount(counts, 'quarantined', batch.rejected.length);
     metrics?.reviewsQuarantined.inc(written.quarantined);
     addCount(counts, 'pages', batch.pages);

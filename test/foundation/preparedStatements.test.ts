@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Db, openDb } from '../../src/db/connect.js';
 import { migrate } from '../../src/db/migrate.js';
+import { toReviewRow } from '../../src/mirror/reviewRow.js';
+import { copyNewReviews } from '../../src/mirror/reviewsSql.js';
 import { parseEvent } from '../../src/webhooks/event.js';
 import { type Delivery, storeDeliveries } from '../../src/webhooks/inboxSql.js';
 import { dropSchema, POSTGRES_URL, uniqueSchema } from '../helpers/db.js';
@@ -73,6 +75,28 @@ describe('prepared statements', () => {
         const before = await countReviews(db);
         await storeConcurrently(db, 100);
         expect((await countReviews(db)) - before).toBe(200);
+      } finally {
+        await db.close();
+      }
+    });
+
+    it("a backfill's groups of new reviews go through it by COPY, each in its transaction", async () => {
+      const db = await throughBouncer();
+      try {
+        const before = await countReviews(db);
+        const copied = await Promise.all(
+          Array.from({ length: 40 }, () =>
+            db.knex.transaction((trx) =>
+              copyNewReviews(
+                trx,
+                db,
+                Array.from({ length: 25 }, () => toReviewRow(makeReview(), new Date())),
+              ),
+            ),
+          ),
+        );
+        expect(copied).toEqual(Array(40).fill(25));
+        expect((await countReviews(db)) - before).toBe(1_000);
       } finally {
         await db.close();
       }

@@ -14,11 +14,13 @@ export function uniqueSchema(prefix = 't'): string {
 
 /**
  * A migrated database of its own for one test file: a fresh schema on the real server, or a
- * fresh in-memory PGlite. `close` drops the schema again.
+ * fresh in-memory PGlite; on the server of `url` when given (a test of the server's own ways).
+ * `close` drops the schema again.
  */
-export async function freshDb(options: { migrate?: boolean } = {}): Promise<Db> {
+export async function freshDb(options: { migrate?: boolean; url?: string } = {}): Promise<Db> {
   const schema = uniqueSchema();
-  const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 5, dataDir: undefined });
+  const url = options.url ?? TEST_DATABASE_URL;
+  const db = await openDb({ url, schema, poolMax: 5, dataDir: undefined });
   if (options.migrate !== false) await migrate(db);
   const close = db.close;
   return {

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
+import { isUniqueViolation } from '../../src/db/dataError.js';
 import { latestPerId, type ReviewRow, toReviewRow } from '../../src/mirror/reviewRow.js';
-import { upsertReviews } from '../../src/mirror/reviewsSql.js';
-import { freshDb } from '../helpers/db.js';
+import { copyNewReviews, upsertReviews } from '../../src/mirror/reviewsSql.js';
+import { freshDb, POSTGRES_URL } from '../helpers/db.js';
 
 const row = (over: Partial<ReviewRow> = {}): ReviewRow => ({
   id: '6f1c2a5e-8a7b-4c1d-9e2f-0a1b2c3d4e5f',
@@ -18,6 +19,46 @@ const row = (over: Partial<ReviewRow> = {}): ReviewRow => ({
   observed_at: new Date('2026-11-01T10:00:05.000Z'),
   ...over,
 });
+
+/**
+ * Rows of one page share one Date, a batch of webhook deliveries has one per row; texts with
+ * what array literals and COPY must escape, and nulls.
+ */
+const mixedBatch = (idPrefix: string): ReviewRow[] => {
+  const page = new Date('2026-11-02T08:00:00.000Z');
+  return [
+    row({ id: `${idPrefix}-0000-4000-8000-000000000001`, observed_at: page, rating: 1, is_verified: false }),
+    row({
+      id: `${idPrefix}-0000-4000-8000-000000000002`,
+      observed_at: page,
+      comment: 'back\\slash, {braces}, NULL, \\N, tab\there',
+      reviewer_email: 'a@example.com',
+      professional_id: '2c2c2c2c-0000-4000-8000-000000000002',
+      professional_name: 'Dr "Q"\r\n',
+    }),
+    row({
+      id: `${idPrefix}-0000-4000-8000-000000000003`,
+      observed_at: new Date(page.getTime() + 1),
+      comment: null,
+    }),
+  ];
+};
+
+// biome-ignore lint/suspicious/noExplicitAny: a row as the driver returns it.
+const storedColumns = (stored: any) => ({
+  review_number: stored.review_number,
+  created_at: stored.created_at.toISOString(),
+  rating: Number(stored.rating),
+  comment: stored.comment,
+  is_verified: stored.is_verified,
+  reviewer_name: stored.reviewer_name,
+  reviewer_email: stored.reviewer_email,
+  professional_id: stored.professional_id,
+  professional_name: stored.professional_name,
+  observed_at: stored.observed_at.toISOString(),
+});
+
+const asStored = (row: ReviewRow) => ({ ...row, id: undefined, observed_at: row.observed_at.toISOString() });
 
 describe('latestPerId', () => {
   it('keeps the most recently observed version of each id', () => {
@@ -79,40 +120,9 @@ describe('upsertReviews', () => {
   });
 
   it('stores every column of every row of a batch as given, each with its own observed_at', async () => {
-    // Rows of one page share one Date; a batch of webhook deliveries has one per row.
-    const page = new Date('2026-11-02T08:00:00.000Z');
-    const rows = [
-      row({ id: '1b1b1b1b-0000-4000-8000-000000000001', observed_at: page, rating: 1, is_verified: false }),
-      row({
-        id: '1b1b1b1b-0000-4000-8000-000000000002',
-        observed_at: page,
-        comment: 'back\\slash, {braces}, NULL',
-        reviewer_email: 'a@example.com',
-        professional_id: '2c2c2c2c-0000-4000-8000-000000000002',
-        professional_name: 'Dr "Q"',
-      }),
-      row({
-        id: '1b1b1b1b-0000-4000-8000-000000000003',
-        observed_at: new Date(page.getTime() + 1),
-        comment: null,
-      }),
-    ];
+    const rows = mixedBatch('1b1b1b1b');
     expect(await upsertReviews(db.knex, db, rows, 'feed')).toEqual({ inserted: 3, updated: 0 });
-    for (const expected of rows) {
-      const stored = await read(expected.id);
-      expect({
-        review_number: stored.review_number,
-        created_at: stored.created_at.toISOString(),
-        rating: Number(stored.rating),
-        comment: stored.comment,
-        is_verified: stored.is_verified,
-        reviewer_name: stored.reviewer_name,
-        reviewer_email: stored.reviewer_email,
-        professional_id: stored.professional_id,
-        professional_name: stored.professional_name,
-        observed_at: stored.observed_at.toISOString(),
-      }).toEqual({ ...expected, id: undefined, observed_at: expected.observed_at.toISOString() });
-    }
+    for (const expected of rows) expect(storedColumns(await read(expected.id))).toEqual(asStored(expected));
   });
 
   it('never lets an older version overwrite a newer one, but still records the sighting', async () => {
@@ -132,5 +142,44 @@ describe('upsertReviews', () => {
     await db.knex(table).where({ id }).update({ removed_at: new Date() });
     await upsertReviews(db.knex, db, [row({ id })], 'feed');
     expect((await read(id)).removed_at).toBeNull();
+  });
+});
+
+describe('copyNewReviews (on a PostgreSQL server)', () => {
+  let db: Db;
+  beforeAll(async () => {
+    db = await freshDb({ url: POSTGRES_URL });
+  });
+  afterAll(async () => db?.close());
+
+  const read = async (id: string) => db.knex(db.table('reviews')).where({ id }).first();
+
+  it('inserts every column of every row as the upsert from the feed would', async () => {
+    const rows = mixedBatch('3d3d3d3d');
+    expect(await db.knex.transaction((trx) => copyNewReviews(trx, db, rows))).toBe(3);
+    for (const expected of rows) {
+      const stored = await read(expected.id);
+      expect(storedColumns(stored)).toEqual(asStored(expected));
+      expect(stored.source).toBe('feed');
+      expect(stored.removed_at).toBeNull();
+      // All three are the transaction's time, as the upsert's now() would make them.
+      expect(stored.feed_seen_at).toEqual(stored.first_seen_at);
+      expect(stored.last_seen_at).toEqual(stored.first_seen_at);
+    }
+  });
+
+  it('refuses a group holding a stored review, storing none of the group', async () => {
+    const stored = row({ id: '4e4e4e4e-0000-4000-8000-000000000001' });
+    const fresh = row({ id: '4e4e4e4e-0000-4000-8000-000000000002' });
+    await upsertReviews(db.knex, db, [stored], 'webhook');
+    const refused = await db.knex
+      .transaction((trx) => copyNewReviews(trx, db, [fresh, stored]))
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(isUniqueViolation(refused)).toBe(true);
+    expect(await read(fresh.id)).toBeUndefined();
+    expect((await read(stored.id)).source).toBe('webhook');
   });
 });
