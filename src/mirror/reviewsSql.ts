@@ -140,7 +140,7 @@ export async function copyNewReviews(
     text += row.id + feedSeen;
   }
   // A knex transaction hands out its own connection, which COPY needs: it is not a query knex runs.
-  const connection: pg.PoolClient = await trx.client.acquireConnection();
+  const connection: pg.Client = await trx.client.acquireConnection();
   const copy = connection.query(
     copyFrom(
       `copy ${connection.escapeIdentifier(db.schema)}.reviews (${FIELDS.join(', ')}, id, source, feed_seen_at) from stdin`,
