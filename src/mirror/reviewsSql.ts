@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
 import type { Knex } from 'knex';
 import type pg from 'pg';
@@ -118,27 +119,20 @@ export async function upsertReviews(
  * Inserts reviews read from the feed with COPY, as the upsert would insert them (`source` feed,
  * `feed_seen_at` the transaction's time), for a group in which no review is expected to be stored
  * yet: COPY writes a page of rows at a time and checks no conflict, so PostgreSQL spends about a
- * fifth less than on the upsert (docs/benchmarks.md). A review that is stored already fails the
- * whole COPY with a unique violation, and the transaction must then be rolled back and the group
- * written by `upsertReviews`. Only on a PostgreSQL server, inside a transaction (`trx`).
- * Returns how many reviews it inserted.
+ * fifth less than on the upsert (docs/benchmarks.md). The rows arrive page by page while the walk
+ * fetches the next and go to the server as they come, so a group of any size holds no more than a
+ * page in memory. A review that is stored already (or twice in the group) fails the whole COPY with
+ * a unique violation, and the transaction must then be rolled back. Only on a PostgreSQL server,
+ * inside a transaction (`trx`). Returns how many reviews it inserted.
  */
 export async function copyNewReviews(
   trx: Knex.Transaction,
   db: Tables,
-  rows: readonly ReviewRow[],
+  pages: AsyncIterable<readonly ReviewRow[]> | Iterable<readonly ReviewRow[]>,
 ): Promise<number> {
-  const unique = latestPerId(rows);
-  if (unique.length === 0) return 0;
   // The upsert stamps feed_seen_at with now(); COPY takes values only, so it is read once.
   const { rows: clock } = await trx.raw('select now()::text as now');
   const feedSeen = `\tfeed\t${(clock as Array<{ now: string }>)[0]!.now}\n`;
-  const columns = rowColumns();
-  let text = '';
-  for (const row of unique) {
-    for (const [, value] of columns) text += `${copyField(value(row))}\t`;
-    text += row.id + feedSeen;
-  }
   // A knex transaction hands out its own connection, which COPY needs: it is not a query knex runs.
   const connection: pg.Client = await trx.client.acquireConnection();
   const copy = connection.query(
@@ -146,8 +140,27 @@ export async function copyNewReviews(
       `copy ${connection.escapeIdentifier(db.schema)}.reviews (${FIELDS.join(', ')}, id, source, feed_seen_at) from stdin`,
     ),
   );
-  copy.end(text);
-  await finished(copy);
+  // The server refuses a row as soon as it reads it, and then ignores the rest of the COPY. The
+  // stream reports that by an 'error' event alone (it is not destroyed), and can send no more.
+  let refused = false;
+  copy.once('error', () => {
+    refused = true;
+  });
+  const done = finished(copy);
+  // Observed below; a failure while the next page is awaited must not go unhandled meanwhile.
+  done.catch(() => {});
+  const columns = rowColumns();
+  for await (const rows of pages) {
+    if (refused) break;
+    let text = '';
+    for (const row of rows) {
+      for (const [, value] of columns) text += `${copyField(value(row))}\t`;
+      text += row.id + feedSeen;
+    }
+    if (!copy.write(text)) await Promise.race([once(copy, 'drain'), done]);
+  }
+  if (!refused) copy.end();
+  await done;
   return copy.rowCount;
 }
 

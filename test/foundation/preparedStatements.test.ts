@@ -87,11 +87,9 @@ describe('prepared statements', () => {
         const copied = await Promise.all(
           Array.from({ length: 40 }, () =>
             db.knex.transaction((trx) =>
-              copyNewReviews(
-                trx,
-                db,
+              copyNewReviews(trx, db, [
                 Array.from({ length: 25 }, () => toReviewRow(makeReview(), new Date())),
-              ),
+              ]),
             ),
           ),
         );

@@ -1,3 +1,4 @@
+import { setImmediate } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import { isUniqueViolation } from '../../src/db/dataError.js';
@@ -156,7 +157,7 @@ describe('copyNewReviews (on a PostgreSQL server)', () => {
 
   it('inserts every column of every row as the upsert from the feed would', async () => {
     const rows = mixedBatch('3d3d3d3d');
-    expect(await db.knex.transaction((trx) => copyNewReviews(trx, db, rows))).toBe(3);
+    expect(await db.knex.transaction((trx) => copyNewReviews(trx, db, [rows]))).toBe(3);
     for (const expected of rows) {
       const stored = await read(expected.id);
       expect(storedColumns(stored)).toEqual(asStored(expected));
@@ -173,7 +174,7 @@ describe('copyNewReviews (on a PostgreSQL server)', () => {
     const fresh = row({ id: '4e4e4e4e-0000-4000-8000-000000000002' });
     await upsertReviews(db.knex, db, [stored], 'webhook');
     const refused = await db.knex
-      .transaction((trx) => copyNewReviews(trx, db, [fresh, stored]))
+      .transaction((trx) => copyNewReviews(trx, db, [[fresh], [stored]]))
       .then(
         () => undefined,
         (error: unknown) => error,
@@ -181,5 +182,55 @@ describe('copyNewReviews (on a PostgreSQL server)', () => {
     expect(isUniqueViolation(refused)).toBe(true);
     expect(await read(fresh.id)).toBeUndefined();
     expect((await read(stored.id)).source).toBe('webhook');
+  });
+
+  const pageOf = (group: number, page: number): ReviewRow[] =>
+    Array.from({ length: 100 }, (_, i) =>
+      row({
+        id: `5f5f${String(group).padStart(4, '0')}-0000-4000-8000-${String(page * 100 + i).padStart(12, '0')}`,
+        comment: 'x'.repeat(500),
+      }),
+    );
+
+  it('stores a group that arrives page by page', async () => {
+    let produced = 0;
+    async function* pages() {
+      for (let page = 0; page < 200; page++) {
+        produced++;
+        yield pageOf(1, page);
+      }
+    }
+    expect(await db.knex.transaction((trx) => copyNewReviews(trx, db, pages()))).toBe(20_000);
+    expect(produced).toBe(200);
+    const n = (
+      await db.knex(db.table('reviews')).whereRaw('id::text like ?', ['5f5f0001-%']).count({ n: '*' })
+    )[0]?.n;
+    expect(Number(n)).toBe(20_000);
+  });
+
+  it('stops taking pages once the server refused one, and stores none of the group', async () => {
+    const stored = pageOf(2, 1)[0]!;
+    await upsertReviews(db.knex, db, [stored], 'webhook');
+    let produced = 0;
+    // Endless, each page from the event loop as from the network: only the refusal ends the group.
+    async function* pages() {
+      for (let page = 0; ; page++) {
+        produced++;
+        yield pageOf(2, page);
+        await setImmediate();
+      }
+    }
+    const refused = await db.knex
+      .transaction((trx) => copyNewReviews(trx, db, pages()))
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(isUniqueViolation(refused)).toBe(true);
+    expect(produced).toBeLessThan(10_000);
+    const n = (
+      await db.knex(db.table('reviews')).whereRaw('id::text like ?', ['5f5f0002-%']).count({ n: '*' })
+    )[0]?.n;
+    expect(Number(n)).toBe(1);
   });
 });
