@@ -140,26 +140,33 @@ export async function copyNewReviews(
       `copy ${connection.escapeIdentifier(db.schema)}.reviews (${FIELDS.join(', ')}, id, source, feed_seen_at) from stdin`,
     ),
   );
-  // The server refuses a row as soon as it reads it, and then ignores the rest of the COPY. The
-  // stream reports that by an 'error' event alone (it is not destroyed), and can send no more.
-  let refused = false;
+  // The server refuses a row as soon as it reads it (and ignores the rest of the COPY), or the
+  // connection fails: the stream reports either by an 'error' event alone (it is not destroyed),
+  // and can send no more.
+  let failed = false;
   copy.once('error', () => {
-    refused = true;
+    failed = true;
   });
   const done = finished(copy);
   // Observed below; a failure while the next page is awaited must not go unhandled meanwhile.
   done.catch(() => {});
   const columns = rowColumns();
-  for await (const rows of pages) {
-    if (refused) break;
-    let text = '';
-    for (const row of rows) {
-      for (const [, value] of columns) text += `${copyField(value(row))}\t`;
-      text += row.id + feedSeen;
+  try {
+    for await (const rows of pages) {
+      if (failed) break;
+      let text = '';
+      for (const row of rows) {
+        for (const [, value] of columns) text += `${copyField(value(row))}\t`;
+        text += row.id + feedSeen;
+      }
+      if (!copy.write(text)) await Promise.race([once(copy, 'drain'), done]);
     }
-    if (!copy.write(text)) await Promise.race([once(copy, 'drain'), done]);
+  } catch (error) {
+    // The pages stopped coming: CopyFail ends the COPY, so the transaction can roll back.
+    if (!failed) copy.destroy(error as Error);
+    throw error;
   }
-  if (!refused) copy.end();
+  if (!failed) copy.end();
   await done;
   return copy.rowCount;
 }

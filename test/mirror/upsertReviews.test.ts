@@ -208,6 +208,25 @@ describe('copyNewReviews (on a PostgreSQL server)', () => {
     expect(Number(n)).toBe(20_000);
   });
 
+  it('ends the COPY when the pages stop with an error, so the transaction rolls back and the connection serves on', async () => {
+    async function* pages() {
+      yield pageOf(3, 0);
+      await setImmediate();
+      throw new Error('the walk stopped');
+    }
+    const failure = await db.knex
+      .transaction((trx) => copyNewReviews(trx, db, pages()))
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect((failure as Error).message).toBe('the walk stopped');
+    const n = (
+      await db.knex(db.table('reviews')).whereRaw('id::text like ?', ['5f5f0003-%']).count({ n: '*' })
+    )[0]?.n;
+    expect(Number(n)).toBe(0);
+  });
+
   it('stops taking pages once the server refused one, and stores none of the group', async () => {
     const stored = pageOf(2, 1)[0]!;
     await upsertReviews(db.knex, db, [stored], 'webhook');
