@@ -195,6 +195,14 @@ export async function walkReviewFeed(
     // The cursor the next page is read with: a group starting with that page starts there.
     let pageCursor = cursor;
     let copyDeadline: NodeJS.Timeout | undefined;
+    // Ends the COPY group being filled, if any: it commits the pages it took, with their checkpoint.
+    const endCopyGroup = () => {
+      const group = pending;
+      if (group?.stream === undefined) return;
+      pending = undefined;
+      clearTimeout(copyDeadline);
+      group.stream.end();
+    };
     try {
       for await (const page of api.reviews.pages(walk.plan.since, cursor, signal)) {
         pagesThisTry++;
@@ -207,11 +215,8 @@ export async function walkReviewFeed(
             streaming = writing.at(-1);
             // Its transaction is open meanwhile: a page slow to come (the platform retried) must
             // not hold it, so it ends after a second whether or not another page came.
-            clearTimeout(copyDeadline);
             copyDeadline = setTimeout(() => {
-              if (pending !== opened) return;
-              pending = undefined;
-              opened.stream?.end();
+              if (pending === opened) endCopyGroup();
             }, WRITE_BATCH_MS).unref();
           }
         }
@@ -246,9 +251,11 @@ export async function walkReviewFeed(
           Date.now() - group.startedAt >= WRITE_BATCH_MS;
         // Stopping: what was fetched is written first, so the next run does not read it again.
         if (page.nextCursor === null || full || signal?.aborted) {
-          pending = undefined;
-          if (group.stream) group.stream.end();
-          else await launch(group);
+          if (group.stream) endCopyGroup();
+          else {
+            pending = undefined;
+            await launch(group);
+          }
         } else if (group.stream?.writableNeedDrain) {
           // The server is behind: wait for it (or for the group's failure) before fetching more.
           await Promise.race([once(group.stream, 'drain'), streaming]);
@@ -258,13 +265,11 @@ export async function walkReviewFeed(
         if (firstFailure !== undefined) break;
       }
       for (const started of writing) await started;
-      clearTimeout(copyDeadline);
       return newest;
     } catch (error) {
-      // A COPY group cut short still commits the pages it took, with their checkpoint.
-      pending?.stream?.end();
+      // A COPY group cut short still commits what it took; an upserted one not yet written is dropped.
+      endCopyGroup();
       await Promise.allSettled(writing);
-      clearTimeout(copyDeadline);
       if (firstFailure?.storedReview) {
         // A review of the group is stored already (the feed shifted between pages, a webhook landed
         // it): the group rolled back whole, and its pages are read again and upserted.

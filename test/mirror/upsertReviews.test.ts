@@ -184,6 +184,17 @@ describe('copyNewReviews (on a PostgreSQL server)', () => {
     expect((await read(stored.id)).source).toBe('webhook');
   });
 
+  /** Reviews stored whose id begins with `prefix` (each test below writes ids of its own). */
+  const storedWithPrefix = async (prefix: string) =>
+    Number(
+      (
+        await db
+          .knex(db.table('reviews'))
+          .whereRaw('id::text like ?', [`${prefix}-%`])
+          .count({ n: '*' })
+      )[0]?.n,
+    );
+
   const pageOf = (group: number, page: number): ReviewRow[] =>
     Array.from({ length: 100 }, (_, i) =>
       row({
@@ -202,10 +213,7 @@ describe('copyNewReviews (on a PostgreSQL server)', () => {
     }
     expect(await db.knex.transaction((trx) => copyNewReviews(trx, db, pages()))).toBe(20_000);
     expect(produced).toBe(200);
-    const n = (
-      await db.knex(db.table('reviews')).whereRaw('id::text like ?', ['5f5f0001-%']).count({ n: '*' })
-    )[0]?.n;
-    expect(Number(n)).toBe(20_000);
+    expect(await storedWithPrefix('5f5f0001')).toBe(20_000);
   });
 
   it('ends the COPY when the pages stop with an error, so the transaction rolls back and the connection serves on', async () => {
@@ -221,10 +229,7 @@ describe('copyNewReviews (on a PostgreSQL server)', () => {
         (error: unknown) => error,
       );
     expect((failure as Error).message).toBe('the walk stopped');
-    const n = (
-      await db.knex(db.table('reviews')).whereRaw('id::text like ?', ['5f5f0003-%']).count({ n: '*' })
-    )[0]?.n;
-    expect(Number(n)).toBe(0);
+    expect(await storedWithPrefix('5f5f0003')).toBe(0);
   });
 
   it('stops taking pages once the server refused one, and stores none of the group', async () => {
@@ -247,9 +252,6 @@ describe('copyNewReviews (on a PostgreSQL server)', () => {
       );
     expect(isUniqueViolation(refused)).toBe(true);
     expect(produced).toBeLessThan(10_000);
-    const n = (
-      await db.knex(db.table('reviews')).whereRaw('id::text like ?', ['5f5f0002-%']).count({ n: '*' })
-    )[0]?.n;
-    expect(Number(n)).toBe(1);
+    expect(await storedWithPrefix('5f5f0002')).toBe(1);
   });
 });

@@ -7,7 +7,7 @@ import { type Fence, LeaseLostError } from '../../src/jobs/lease.js';
 import type { RunCounts } from '../../src/jobs/runCounts.js';
 import { makeLogger, SecretScrubber } from '../../src/log.js';
 import { toReviewRow } from '../../src/mirror/reviewRow.js';
-import { upsertReviews } from '../../src/mirror/reviewsSql.js';
+import { countReviews, upsertReviews } from '../../src/mirror/reviewsSql.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
 import type { Page } from '../../src/partner-api/paginate.js';
 import type { Review } from '../../src/partner-api/reviewsSchema.js';
@@ -34,7 +34,7 @@ function feedFixture(options: { seedReviews: number; seed: number; url?: string 
   return fixture;
 }
 
-const storedReviews = async (db: Db) => Number((await db.knex(db.table('reviews')).count({ n: '*' }))[0]?.n);
+const storedReviews = async (db: Db) => (await countReviews(db.knex, db)).total;
 
 /**
  * The review feed as the platform serves it, with `before` awaited ahead of each page a walk
