@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import './v8Flags.js';
 import { CommanderError } from 'commander';
 import { loadConfig } from './config/load.js';
 import { ConfigError, configSecrets } from './config/schema.js';

@@ -22,9 +22,19 @@ export interface GroupCommitOptions {
    * the next batch goes ahead: one stalled connection cannot hold every later item.
    */
   readonly timeout?: { readonly ms: number; readonly onTimeout: (batchSize: number) => Error };
+  /**
+   * Once the write in flight has run this long, the items waiting behind it start a second write
+   * beside it instead of waiting for it to end (at most two at once). A database whose commits
+   * stall now and then (a checkpoint's fsync) then delays an item by one stall, not by the stalled
+   * commit and then its own. Unset: one write at a time.
+   */
+  readonly overlapAfterMs?: number;
   /** Called when a write's items fail for good (not when a refused batch is split to isolate one). */
   readonly onFailure?: (error: unknown, batchSize: number) => void;
 }
+
+/** Writes in flight at once when `overlapAfterMs` is set: the slow one and one beside it. */
+const MAX_OVERLAPPING_WRITES = 2;
 
 /**
  * Group commit: each caller waits until its item is written, as if it wrote it alone, but the items
@@ -38,15 +48,22 @@ export class GroupCommit<T, R = void> {
   readonly #maxBatch: number;
   readonly #isolateWhen: ((error: unknown) => boolean) | undefined;
   readonly #timeout: GroupCommitOptions['timeout'];
+  readonly #overlapAfterMs: number | undefined;
   readonly #onFailure: GroupCommitOptions['onFailure'];
   #waiting: Waiting<T, R>[] = [];
-  #draining: Promise<void> | undefined;
+  /** When each write in flight started (performance.now()); a timed-out write is no longer counted. */
+  readonly #inFlight = new Set<{ readonly startedMs: number }>();
+  /** A write is due after the current turn. */
+  #due = false;
+  #overlapTimer: NodeJS.Timeout | undefined;
+  #idle: Array<() => void> = [];
 
   constructor(write: BatchWrite<T, R>, options: GroupCommitOptions = {}) {
     this.#write = write;
     this.#maxBatch = options.maxBatch ?? Number.POSITIVE_INFINITY;
     this.#isolateWhen = options.isolateWhen;
     this.#timeout = options.timeout;
+    this.#overlapAfterMs = options.overlapAfterMs;
     this.#onFailure = options.onFailure;
   }
 
@@ -54,48 +71,94 @@ export class GroupCommit<T, R = void> {
   add(item: T): Promise<R> {
     return new Promise((resolve, reject) => {
       this.#waiting.push({ item, resolve, reject });
-      this.#kick();
+      this.#schedule();
     });
   }
 
   /** Resolves once every item added so far has been written or has failed. */
-  async idle(): Promise<void> {
-    while (this.#draining) await this.#draining;
+  idle(): Promise<void> {
+    if (this.#isIdle()) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
   }
 
-  #kick(): void {
-    if (this.#draining) return;
-    // After the current turn, so items added together go together.
-    this.#draining = new Promise<void>((resolve) => setImmediate(resolve))
-      .then(() => this.#drain())
-      .finally(() => {
-        this.#draining = undefined;
-        // An item may have been added between the last batch and this point.
-        if (this.#waiting.length > 0) this.#kick();
-      });
+  #isIdle(): boolean {
+    return this.#waiting.length === 0 && this.#inFlight.size === 0 && !this.#due;
   }
 
-  async #drain(): Promise<void> {
-    while (this.#waiting.length > 0) {
-      const batch = this.#waiting.splice(0, this.#maxBatch);
-      const written = this.#writeIsolating(batch);
-      const timeout = this.#timeout;
-      if (timeout === undefined) {
-        await written;
-        continue;
-      }
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<'late'>((resolve) => {
-        timer = setTimeout(() => resolve('late'), timeout.ms);
+  #schedule(): void {
+    if (this.#waiting.length === 0 || this.#due) return;
+    if (this.#inFlight.size === 0) {
+      // After the current turn, so items added together go together.
+      this.#due = true;
+      setImmediate(() => {
+        this.#due = false;
+        this.#start();
       });
-      const first = await Promise.race([written.then(() => 'written' as const), late]);
+      return;
+    }
+    this.#armOverlap();
+  }
+
+  /** Starts a second write for the waiting items once the write in flight has run `overlapAfterMs`. */
+  #armOverlap(): void {
+    const after = this.#overlapAfterMs;
+    if (after === undefined || this.#overlapTimer !== undefined) return;
+    if (this.#inFlight.size >= MAX_OVERLAPPING_WRITES) return;
+    const newest = Math.max(...[...this.#inFlight].map((w) => w.startedMs));
+    this.#overlapTimer = setTimeout(
+      () => {
+        this.#overlapTimer = undefined;
+        if (this.#waiting.length === 0 || this.#inFlight.size === 0 || this.#due) return;
+        if (this.#inFlight.size >= MAX_OVERLAPPING_WRITES) return;
+        const newestNow = Math.max(...[...this.#inFlight].map((w) => w.startedMs));
+        if (performance.now() - newestNow >= after) this.#start();
+        else this.#armOverlap(); // a write started meanwhile: wait for that one in turn
+      },
+      Math.max(0, newest + after - performance.now()),
+    );
+  }
+
+  #start(): void {
+    const batch = this.#waiting.splice(0, this.#maxBatch);
+    if (batch.length === 0) {
+      this.#settled();
+      return;
+    }
+    const write = { startedMs: performance.now() };
+    this.#inFlight.add(write);
+    let timer: NodeJS.Timeout | undefined;
+    const release = () => {
       clearTimeout(timer);
-      if (first === 'late') {
+      if (this.#inFlight.delete(write)) this.#afterWrite();
+    };
+    const timeout = this.#timeout;
+    if (timeout !== undefined) {
+      timer = setTimeout(() => {
+        if (!this.#inFlight.has(write)) return;
         // Settling a promise twice is a no-op: if the write ends later, its outcome is ignored.
         const error = timeout.onTimeout(batch.length);
         for (const w of batch) w.reject(error);
-      }
+        release();
+      }, timeout.ms);
     }
+    void this.#writeIsolating(batch).then(release);
+  }
+
+  /** A write ended (or was given up on): the next batch goes at once, as it waited a whole write. */
+  #afterWrite(): void {
+    if (this.#waiting.length > 0 && !this.#due) {
+      if (this.#inFlight.size === 0) this.#start();
+      else this.#armOverlap();
+      return;
+    }
+    this.#settled();
+  }
+
+  #settled(): void {
+    if (!this.#isIdle()) return;
+    const waiters = this.#idle;
+    this.#idle = [];
+    for (const resolve of waiters) resolve();
   }
 
   /** Writes `batch` and settles its callers; never rejects. */

@@ -17,6 +17,12 @@ export class InboxTimeoutError extends Error {
 /** How long after its last failure a commit path with no success since counts as failing. */
 const FAILING_FOR_MS = 60_000;
 
+/**
+ * A commit still running after this long lets the deliveries behind it commit beside it: ten
+ * times a commit's usual time under load, far under the 20 ms a delivery may take.
+ */
+const OVERLAP_AFTER_MS = 10;
+
 export interface InboxOptions {
   readonly db: Db;
   readonly log: Logger;
@@ -36,7 +42,9 @@ export interface InboxOptions {
  * deliveries arriving while a commit is in flight go into the next one. `submit` settles only
  * after COMMIT: the 200 is never sent for data that is not durable. A delivery the database
  * refuses fails alone; a commit slower than `commitTimeoutMs` is answered 503 (the platform
- * retries). Commits failing for a minute make the replica not ready.
+ * retries). A commit that stalls (a checkpoint's fsync) does not hold the deliveries behind it:
+ * after OVERLAP_AFTER_MS they commit beside it, on another connection. Commits failing for a
+ * minute make the replica not ready.
  */
 export class Inbox {
   readonly #db: Db;
@@ -54,6 +62,7 @@ export class Inbox {
     const commitTimeoutMs = options.commitTimeoutMs ?? 5_000;
     this.#commits = new GroupCommit((batch) => this.#commit(batch), {
       maxBatch: options.maxBatch ?? 500,
+      overlapAfterMs: OVERLAP_AFTER_MS,
       isolateWhen: isDataError,
       onFailure: (error, batchSize) => {
         this.#lastFailureMs = Date.now();

@@ -43,10 +43,16 @@ export async function storeDeliveries(
   deliveries.forEach((d, index) => {
     if (!firstOfEvent.has(keyOf(d))) firstOfEvent.set(keyOf(d), index);
   });
-  const candidates = [...firstOfEvent.values()].map((index) => deliveries[index]!);
+  // In key order: two commits in flight at once (Inbox) then take their row locks in the same
+  // order, so a retried delivery in both cannot deadlock them.
+  const candidates = [...firstOfEvent.entries()]
+    .sort(([a], [b]) => compareText(a, b))
+    .map(([, index]) => deliveries[index]!);
   const upsert = reviewUpsertStatement(
     db,
-    latestPerId(deliveries.map((d) => toReviewRow(d.event.data, d.observedAt))),
+    latestPerId(deliveries.map((d) => toReviewRow(d.event.data, d.observedAt))).sort((a, b) =>
+      compareText(a.id, b.id),
+    ),
     'webhook',
   );
   // Both inserts run whole in the one statement (data-modifying CTEs always do); only the inbox's
@@ -76,6 +82,11 @@ export async function storeDeliveries(
   return deliveries.map((d, index) =>
     firstOfEvent.get(keyOf(d)) === index && fresh.has(keyOf(d)) ? 'accepted' : 'duplicate',
   );
+}
+
+/** Code-unit order, which for lowercase UUIDs is PostgreSQL's order of them too. */
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** A stored delivery, as `webhooks replay` reads it back. */

@@ -98,6 +98,86 @@ describe('GroupCommit', () => {
     release(); // the stalled write ends later: its callers are already answered
   });
 
+  describe('overlapAfterMs', () => {
+    /** A write that hangs on any batch holding 1 until released, and records how many ran at once. */
+    function stallingWrite() {
+      let release: () => void = () => {};
+      const stalled = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const batches: number[][] = [];
+      let running = 0;
+      let mostAtOnce = 0;
+      const write = async (items: readonly number[]) => {
+        batches.push([...items]);
+        mostAtOnce = Math.max(mostAtOnce, ++running);
+        try {
+          if (items.includes(1)) await stalled;
+          else await new Promise((resolve) => setTimeout(resolve, 2));
+          return items.map((n) => n * 2);
+        } finally {
+          running--;
+        }
+      };
+      return { batches, write, release: () => release(), mostAtOnce: () => mostAtOnce };
+    }
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+    it('items behind a stalled write are written beside it, not after it, at most two writes at once', async () => {
+      const { batches, write, release, mostAtOnce } = stallingWrite();
+      const commits = new GroupCommit(write, { overlapAfterMs: 20 });
+      const stalled = commits.add(1);
+      await new Promise((resolve) => setImmediate(resolve));
+      const behind = [commits.add(2), commits.add(3)];
+      // Written while the first write still hangs: their callers need not wait for it.
+      expect(await Promise.all(behind)).toEqual([4, 6]);
+      // A second stalled write: the first two are in flight, so the next item waits for one of them.
+      const stalledToo = commits.add(1);
+      await sleep(50); // past overlapAfterMs: it is in flight beside the first
+      const third = commits.add(4);
+      let thirdWritten = false;
+      void third.then(() => (thirdWritten = true));
+      await sleep(60);
+      expect(thirdWritten).toBe(false);
+      release();
+      expect(await Promise.all([stalled, stalledToo, third])).toEqual([2, 2, 8]);
+      await commits.idle();
+      expect(batches).toEqual([[1], [2, 3], [1], [4]]);
+      expect(mostAtOnce()).toBe(2);
+    });
+
+    it('writes that end sooner than overlapAfterMs never overlap, and batch as without it', async () => {
+      const { batches, write, mostAtOnce } = stallingWrite();
+      const commits = new GroupCommit(write, { overlapAfterMs: 50 });
+      const first = [2, 3, 4].map((n) => commits.add(n));
+      await new Promise((resolve) => setImmediate(resolve));
+      const second = [5, 6].map((n) => commits.add(n));
+      expect(await Promise.all([...first, ...second])).toEqual([4, 6, 8, 10, 12]);
+      expect(batches).toEqual([
+        [2, 3, 4],
+        [5, 6],
+      ]);
+      expect(mostAtOnce()).toBe(1);
+    });
+
+    it('without overlapAfterMs, the items behind a stalled write wait for it', async () => {
+      const { batches, write, release } = stallingWrite();
+      const commits = new GroupCommit(write);
+      const stalled = commits.add(1);
+      await new Promise((resolve) => setImmediate(resolve));
+      let behindWritten = false;
+      const behind = commits.add(2).then((r) => {
+        behindWritten = true;
+        return r;
+      });
+      await sleep(50);
+      expect(behindWritten).toBe(false);
+      release();
+      expect(await Promise.all([stalled, behind])).toEqual([2, 4]);
+      expect(batches).toEqual([[1], [2]]);
+    });
+  });
+
   it('idle() waits for every item added so far', async () => {
     const { write } = recordingWrite();
     const commits = new GroupCommit(write);
