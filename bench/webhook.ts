@@ -8,6 +8,7 @@ import autocannon from 'autocannon';
 import { Pool } from 'undici';
 import { openDb } from '../src/db/connect.js';
 import { deliveryHeaders } from '../src/webhooks/signature.js';
+import { CommitProbe } from './commitProbe.js';
 import { type CpuReading, cpuSpent, postgresCpuSeconds, processCpuSeconds } from './cpuAccount.js';
 import { type BenchOptions, type BenchResult, quantile } from './harness.js';
 import { parseMetricsText } from './metricsText.js';
@@ -282,6 +283,7 @@ interface ClosedRun {
 interface Workload {
   /** The issue's yardstick (autocannon), then the bench's own lean undici loop. */
   closed: { autocannon: ClosedRun; undici: ClosedRun };
+  /** Each phase's deliveries, and what the daemon saw of it (its metrics, the commit probe). */
   open: Array<{ rate: number; sent: Sent; daemon: Record<string, number> }>;
 }
 
@@ -300,7 +302,15 @@ async function withCpu(serverPid: number | undefined, run: () => Promise<Sent>):
   return { sent, cpu: cpuSpent(before, cpuReading(serverPid)) };
 }
 
-async function drive({ origin, adminPort, child }: Target, options: BenchOptions): Promise<Workload> {
+/**
+ * Drives `target` through the closed loops, then the open-loop phases; `probe`, when given, runs a
+ * commit probe of the target's database beside each open-loop phase.
+ */
+async function drive(
+  { origin, adminPort, child }: Target,
+  options: BenchOptions,
+  probe?: () => Promise<CommitProbe>,
+): Promise<Workload> {
   const closedCount = options.quick ? 500 : 20_000;
   const autocannonSeconds = options.quick ? 1 : 10;
   const rates = options.quick ? [200] : [200, 1_000, 2_000];
@@ -315,10 +325,12 @@ async function drive({ origin, adminPort, child }: Target, options: BenchOptions
   for (const rate of rates) {
     const batch = deliveries(rate * openSeconds);
     const before = adminPort === undefined ? undefined : await scrape(adminPort);
+    const running = await probe?.();
     const sent = await openLoop(origin, batch, rate);
+    const probed = (await running?.stop()) ?? {};
     const daemon =
       adminPort === undefined || before === undefined ? {} : daemonView(before, await scrape(adminPort));
-    open.push({ rate, sent, daemon });
+    open.push({ rate, sent, daemon: { ...daemon, ...probed } });
   }
   return { closed, open };
 }
@@ -395,8 +407,10 @@ const ms = (seconds: number) => seconds * 1000;
  * own leaner undici sender, each with the CPU per delivery of the server, PostgreSQL and the
  * generator. Open loop at 200, 1,000 and 2,000 deliveries/s: latency from each delivery's
  * scheduled send. On a PostgreSQL server, the autocannon loop once more against the lean receiver
- * (bench/leanReceiver.ts): the same work without the daemon around it. Then every delivery either
- * receiver acknowledged must be in the inbox and the reviews table (a 200 means committed).
+ * (bench/leanReceiver.ts): the same work without the daemon around it, and a commit probe beside
+ * each open-loop phase (bench/commitProbe.ts): the database's own commit latency at the same time.
+ * Then every delivery either receiver acknowledged must be in the inbox and the reviews table (a
+ * 200 means committed).
  */
 export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]> {
   const bare = await startBareServer();
@@ -414,7 +428,12 @@ export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]
     const daemon = await startDaemon(options.databaseUrl, dataDir, schema);
     let subject: Workload;
     try {
-      subject = await drive(daemon, options);
+      const { databaseUrl } = options;
+      subject = await drive(
+        daemon,
+        options,
+        databaseUrl === undefined ? undefined : () => CommitProbe.start(databaseUrl, schema),
+      );
     } finally {
       await daemon.child.stop();
     }
