@@ -17,7 +17,7 @@ setFlagsFromString('--liftoff-only');
  * 26 (the image's), and keeps it: most of the difference between a backfill's peak and its live
  * heap. A backfill's garbage dies young (a page's objects, gone once the page is written), so a
  * young generation that stays at its first size (1 MB per semi-space) collects it as cheaply: on
- * Node 26 a backfill of 1,000,000 reviews peaked at 134–164 MB instead of 233–243, with no more
+ * Node 26 a backfill of 1,000,000 reviews peaked at 134–170 MB instead of 233–243, with no more
  * CPU. Node 20's V8 pays for it (7–32% more CPU in the same backfill, for a peak of 111–129 MB
  * instead of 131–155), so it keeps its default. The semi-space's maximum is read once, when the
  * heap is made, and can only be set on Node's command line; its growth factor is read at each
