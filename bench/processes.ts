@@ -98,9 +98,13 @@ export interface Child {
   stop(): Promise<void>;
 }
 
-/** Spawns `node args…` in the background. */
-export function spawnChild(args: readonly string[], env: NodeJS.ProcessEnv): Child {
-  const proc = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Spawns `node args…` in the background, with this process's Node unless given another. */
+export function spawnChild(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  node: string = process.execPath,
+): Child {
+  const proc = spawn(node, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   proc.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
   proc.stderr!.resume();
@@ -123,8 +127,9 @@ export async function spawnUntil(
   args: readonly string[],
   env: NodeJS.ProcessEnv,
   ready: RegExp,
+  node?: string,
 ): Promise<{ child: Child; match: RegExpExecArray }> {
-  const child = spawnChild(args, env);
+  const child = spawnChild(args, env, node);
   try {
     const match = await new Promise<RegExpExecArray>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`not ready within 60 s: ${args.join(' ')}`)), 60_000);

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -207,6 +208,7 @@ async function startDaemon(
   databaseUrl: string | undefined,
   dataDir: string,
   schema: string,
+  node?: string,
 ): Promise<Target> {
   const httpPort = await freePort();
   const adminPort = await freePort();
@@ -221,7 +223,7 @@ async function startDaemon(
     WEBHOOK_SECRETS: SECRET,
     LOG_LEVEL: 'error',
   });
-  const child = spawnChild([CLI, 'run'], env);
+  const child = spawnChild([CLI, 'run'], env, node);
   try {
     await waitReady(`http://127.0.0.1:${adminPort}/readyz`);
   } catch (error) {
@@ -231,8 +233,8 @@ async function startDaemon(
   return { origin: `http://127.0.0.1:${httpPort}`, child, adminPort };
 }
 
-async function startBareServer(): Promise<Target> {
-  const { child, match } = await spawnUntil([BARE_SERVER], cliEnv({}), /listening on (\S+)/);
+async function startBareServer(node?: string): Promise<Target> {
+  const { child, match } = await spawnUntil([BARE_SERVER], cliEnv({}), /listening on (\S+)/, node);
   return { origin: match[1]!, child };
 }
 
@@ -243,8 +245,8 @@ async function startLeanReceiver(databaseUrl: string, schema: string): Promise<T
   return { origin: match[1]!, child };
 }
 
-/** The issue's closed loop (autocannon) against the lean receiver, after the same warm-up. */
-async function driveLean(target: Target, options: BenchOptions): Promise<ClosedRun> {
+/** The issue's closed loop (autocannon) alone against `target`, after the same warm-up. */
+async function driveAutocannon(target: Target, options: BenchOptions): Promise<ClosedRun> {
   await closedLoop(target.origin, deliveries(options.quick ? 500 : 2_000), CLOSED_LOOP_CONCURRENCY);
   return withCpu(target.child.process.pid, () => autocannonLoop(target.origin, options.quick ? 1 : 10));
 }
@@ -397,6 +399,36 @@ async function countStored(
   }
 }
 
+/** The autocannon closed loop against the bare server and the daemon, both run by `node`. */
+interface ImageNodeRun {
+  readonly version: string;
+  readonly bare: ClosedRun;
+  readonly daemon: ClosedRun;
+}
+
+async function onImageNode(
+  node: string,
+  options: BenchOptions,
+  databaseUrl: string,
+  dataDir: string,
+  schema: string,
+): Promise<ImageNodeRun> {
+  const version = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
+  const bareServer = await startBareServer(node);
+  let bare: ClosedRun;
+  try {
+    bare = await driveAutocannon(bareServer, options);
+  } finally {
+    await bareServer.child.stop();
+  }
+  const daemon = await startDaemon(databaseUrl, dataDir, schema, node);
+  try {
+    return { version, bare, daemon: await driveAutocannon(daemon, options) };
+  } finally {
+    await daemon.child.stop();
+  }
+}
+
 const ms = (seconds: number) => seconds * 1000;
 
 /**
@@ -408,9 +440,10 @@ const ms = (seconds: number) => seconds * 1000;
  * generator. Open loop at 200, 1,000 and 2,000 deliveries/s: latency from each delivery's
  * scheduled send. On a PostgreSQL server, the autocannon loop once more against the lean receiver
  * (bench/leanReceiver.ts): the same work without the daemon around it, and a commit probe beside
- * each open-loop phase (bench/commitProbe.ts): the database's own commit latency at the same time.
- * Then every delivery either receiver acknowledged must be in the inbox and the reviews table (a
- * 200 means committed).
+ * each open-loop phase (bench/commitProbe.ts): the database's own commit latency at the same time;
+ * and with BENCH_IMAGE_NODE, the autocannon loop against the bare server and the daemon both run by
+ * the image's Node line. Then every delivery a receiver acknowledged must be in the inbox and the
+ * reviews table (a 200 means committed).
  */
 export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]> {
   const bare = await startBareServer();
@@ -442,16 +475,23 @@ export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]
     if (options.databaseUrl !== undefined) {
       const receiver = await startLeanReceiver(options.databaseUrl, schema);
       try {
-        lean = await driveLean(receiver, options);
+        lean = await driveAutocannon(receiver, options);
       } finally {
         await receiver.child.stop();
       }
     }
+    // The image's Node line (BENCH_IMAGE_NODE) runs the bare server and the daemon once more, under
+    // the issue's closed loop: the ratio production's pairing gets.
+    const image =
+      options.imageNode !== undefined && options.databaseUrl !== undefined
+        ? await onImageNode(options.imageNode, options, options.databaseUrl, dataDir, schema)
+        : undefined;
     const acknowledged = [
       subject.closed.autocannon.sent,
       subject.closed.undici.sent,
       ...subject.open.map((o) => o.sent),
       ...(lean ? [lean.sent] : []),
+      ...(image ? [image.daemon.sent] : []),
     ].flatMap((s) => s.acknowledged);
     const stored = await countStored(options.databaseUrl, dataDir, schema, acknowledged);
     if (stored !== acknowledged.length) {
@@ -484,6 +524,16 @@ export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]
       result.details.throughput_vs_run =
         lean.sent.answered / lean.sent.seconds / (run.answered / run.seconds);
       closed.push(result);
+    }
+    if (image) {
+      closed.push(
+        closedResult(
+          `webhook closed loop, ${CLOSED_LOOP_CONCURRENCY} connections, autocannon, on the image's Node ${image.version}`,
+          image.daemon,
+          image.bare,
+          `${daemonLabel}, on ${image.version} (the bare server too)`,
+        ),
+      );
     }
     const open = subject.open.map(({ rate, sent, daemon: seen }, i): BenchResult => {
       const bareSent = baseline.open[i]!.sent;
