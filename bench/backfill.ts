@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -16,7 +15,7 @@ import {
   reapedChildrenCpuSeconds,
 } from './cpuAccount.js';
 import { type BenchOptions, type BenchResult, benchApi } from './harness.js';
-import { CLI, cliEnv, type NodeCommand, runCliOk } from './processes.js';
+import { CLI, cliEnv, type NodeCommand, nodeVersion, runCliOk } from './processes.js';
 import { type SandboxProcess, startSandboxProcess } from './sandboxProcess.js';
 
 /** The columns a COPY carries: every column of `reviews`, so the copy holds the same rows. */
@@ -48,7 +47,7 @@ function variants(imageNode: string | undefined): Variant[] {
     { name: 'tight-memory flags', label: `sync reviews ${tight}`, command: { flags: TIGHT_MEMORY_FLAGS } },
   ];
   if (imageNode !== undefined) {
-    const version = execFileSync(imageNode, ['--version'], { encoding: 'utf8' }).trim();
+    const version = nodeVersion(imageNode);
     list.push(
       {
         name: `the image's Node ${version}`,

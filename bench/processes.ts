@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -88,6 +88,11 @@ export async function runCliOk(
     );
   }
   return run;
+}
+
+/** What `node --version` prints for the Node at `node` (BENCH_IMAGE_NODE's), e.g. `v26.10.0`. */
+export function nodeVersion(node: string): string {
+  return execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
 }
 
 /** A long-running child process, stopped by SIGTERM (SIGKILL after 10 s). */

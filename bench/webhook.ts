@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -13,7 +12,7 @@ import { CommitProbe } from './commitProbe.js';
 import { type CpuReading, cpuSpent, postgresCpuSeconds, processCpuSeconds } from './cpuAccount.js';
 import { type BenchOptions, type BenchResult, quantile } from './harness.js';
 import { parseMetricsText } from './metricsText.js';
-import { type Child, CLI, cliEnv, freePort, spawnChild, spawnUntil } from './processes.js';
+import { type Child, CLI, cliEnv, freePort, nodeVersion, spawnChild, spawnUntil } from './processes.js';
 
 const SECRET = 'whsec_bench_secret_0123456789';
 const PATH = '/webhooks/review-created';
@@ -413,7 +412,7 @@ async function onImageNode(
   dataDir: string,
   schema: string,
 ): Promise<ImageNodeRun> {
-  const version = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
+  const version = nodeVersion(node);
   const bareServer = await startBareServer(node);
   let bare: ClosedRun;
   try {

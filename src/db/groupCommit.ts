@@ -104,18 +104,21 @@ export class GroupCommit<T, R = void> {
     const after = this.#overlapAfterMs;
     if (after === undefined || this.#overlapTimer !== undefined) return;
     if (this.#inFlight.size >= MAX_OVERLAPPING_WRITES) return;
-    const newest = Math.max(...[...this.#inFlight].map((w) => w.startedMs));
     this.#overlapTimer = setTimeout(
       () => {
         this.#overlapTimer = undefined;
         if (this.#waiting.length === 0 || this.#inFlight.size === 0 || this.#due) return;
         if (this.#inFlight.size >= MAX_OVERLAPPING_WRITES) return;
-        const newestNow = Math.max(...[...this.#inFlight].map((w) => w.startedMs));
-        if (performance.now() - newestNow >= after) this.#start();
+        if (performance.now() - this.#newestStartMs() >= after) this.#start();
         else this.#armOverlap(); // a write started meanwhile: wait for that one in turn
       },
-      Math.max(0, newest + after - performance.now()),
+      Math.max(0, this.#newestStartMs() + after - performance.now()),
     );
+  }
+
+  /** When the most recently started write in flight began (performance.now()). */
+  #newestStartMs(): number {
+    return Math.max(...[...this.#inFlight].map((w) => w.startedMs));
   }
 
   #start(): void {
