@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { GroupCommit } from '../../src/db/groupCommit.js';
 
@@ -121,7 +122,6 @@ describe('GroupCommit', () => {
       };
       return { batches, write, release: () => release(), mostAtOnce: () => mostAtOnce };
     }
-    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
     it('items behind a stalled write are written beside it, not after it, at most two writes at once', async () => {
       const { batches, write, release, mostAtOnce } = stallingWrite();
