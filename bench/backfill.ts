@@ -1,19 +1,24 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import pg from 'pg';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 import { SandboxControl } from '../src/sandbox/controlClient.js';
 import {
   type CpuReading,
+  cpuAt,
   cpuSpent,
   postgresCpuSeconds,
   processCpuSeconds,
   reapedChildrenCpuSeconds,
 } from './cpuAccount.js';
+import { timedWalk } from './fetchWalk.js';
 import { type BenchOptions, type BenchResult, benchApi } from './harness.js';
 import { CLI, cliEnv, type NodeCommand, nodeVersion, runCliOk } from './processes.js';
 import { type SandboxProcess, startSandboxProcess } from './sandboxProcess.js';
@@ -23,6 +28,8 @@ const COLUMNS = `id, review_number, created_at, rating, comment, is_verified, re
   professional_id, professional_name, source, first_seen_at, last_seen_at, feed_seen_at, observed_at, removed_at`;
 
 const mb = (bytes: number) => Math.round(bytes / 1e5) / 10;
+
+const FETCH_WALK_PROCESS = fileURLToPath(new URL('./fetchWalkProcess.js', import.meta.url));
 
 /**
  * The V8 flags docs/operations.md gives for a tight container: a small young generation, and old
@@ -67,8 +74,9 @@ function variants(imageNode: string | undefined): Variant[] {
 /**
  * Issue 15, parts 1 and 2. For each feed size: the sandbox seeded in a process of its own; the
  * API-bound limit (a fetch-only walk of the whole feed with the same client, in the bench
- * process); `review-mirror sync reviews` as shipped, a separate process, into an empty schema
- * (its speed from its own run record, its peak RSS sampled from /proc); the database-bound limit
+ * process), and the same walk once in a fresh process, as cold as the sync's; `review-mirror sync
+ * reviews` as shipped, a separate process, into an empty schema (its speed from its own run
+ * record, its peak RSS sampled from /proc); the database-bound limit
  * (COPY of the same rows into an empty copy of the table, indexes included); then two incremental
  * polls of the mirrored feed, with 0 and with 100 new reviews. On the embedded database too, for
  * context (no COPY there).
@@ -82,10 +90,14 @@ export async function benchBackfill(options: BenchOptions): Promise<BenchResult[
     const sandbox = await startSandboxProcess(CLI, { seed: 1, seedReviews: size });
     try {
       const fetchWalk = await fetchWalkOf(sandbox, size);
+      // Here beside the warm walks: after the embedded backfill's writes it once ran 0.5–0.8 s slower.
+      const coldWalk = await coldWalkOf(sandbox, size);
       // Embedded first: the server's part ends by adding reviews to the feed.
       const embedded = await backfillEmbedded(sandbox, size, fetchWalk.seconds);
       if (options.databaseUrl !== undefined) {
-        results.push(...(await backfillServer(sandbox, size, fetchWalk, options.databaseUrl, others)));
+        results.push(
+          ...(await backfillServer(sandbox, size, { fetchWalk, coldWalk }, options.databaseUrl, others)),
+        );
       }
       results.push(embedded);
     } finally {
@@ -108,19 +120,9 @@ async function fetchWalkOf(sandbox: SandboxProcess, size: number): Promise<Fetch
   try {
     const walks: FetchWalk[] = [];
     for (let run = 0; run < 2; run++) {
-      let fetched = 0;
       const sandboxBefore = processCpuSeconds(sandbox.pid) ?? Number.NaN;
-      const cpuBefore = process.cpuUsage();
-      const start = process.hrtime.bigint();
-      for await (const page of api.reviews.pages(null, null)) fetched += page.items.length;
-      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-      const cpu = process.cpuUsage(cpuBefore);
-      walks.push({
-        seconds,
-        clientCpu: (cpu.user + cpu.system) / 1e6,
-        sandboxCpu: (processCpuSeconds(sandbox.pid) ?? Number.NaN) - sandboxBefore,
-      });
-      if (fetched !== size) throw new Error(`fetch walk read ${fetched} reviews, expected ${size}`);
+      const walk = await timedWalk(api, size);
+      walks.push({ ...walk, sandboxCpu: (processCpuSeconds(sandbox.pid) ?? Number.NaN) - sandboxBefore });
     }
     return walks.reduce((best, walk) => (walk.seconds < best.seconds ? walk : best));
   } finally {
@@ -128,8 +130,24 @@ async function fetchWalkOf(sandbox: SandboxProcess, size: number): Promise<Fetch
   }
 }
 
+/**
+ * One fetch-only walk in a fresh process (bench/fetchWalkProcess.ts): what a client that is a
+ * process of its own, as `sync reviews` is, pays for the walk before its JIT has warmed up.
+ */
+async function coldWalkOf(sandbox: SandboxProcess, size: number): Promise<FetchWalk> {
+  const sandboxBefore = processCpuSeconds(sandbox.pid) ?? Number.NaN;
+  const { stdout } = await promisify(execFile)(process.execPath, [FETCH_WALK_PROCESS], {
+    env: cliEnv({ SANDBOX_URL: sandbox.url, SANDBOX_API_KEY: sandbox.apiKey, FEED_SIZE: String(size) }),
+  });
+  const walk = JSON.parse(stdout) as { seconds: number; clientCpu: number };
+  return { ...walk, sandboxCpu: (processCpuSeconds(sandbox.pid) ?? Number.NaN) - sandboxBefore };
+}
+
 interface SyncRecord {
   seconds: number;
+  /** When the job's run began and ended (epoch ms), as PostgreSQL's clock on this machine read them. */
+  startedMs: number;
+  finishedMs: number;
   counts: Record<string, number>;
 }
 
@@ -143,11 +161,14 @@ async function backfillRecord(client: pg.Client, schema: string, size: number): 
 /** The last `reviews` run recorded in `sync_runs`: its duration as the job measured it, and counts. */
 async function lastRun(client: pg.Client, schema: string): Promise<SyncRecord> {
   const { rows } = await client.query(
-    `select extract(epoch from finished_at - started_at)::float8 as seconds, counts
+    `select extract(epoch from finished_at - started_at)::float8 as seconds,
+            extract(epoch from started_at)::float8 * 1000 as started_ms,
+            extract(epoch from finished_at)::float8 * 1000 as finished_ms, counts
        from ${client.escapeIdentifier(schema)}.sync_runs where job = 'reviews' order by id desc limit 1`,
   );
   if (rows.length === 0) throw new Error('no run recorded');
-  return { seconds: rows[0].seconds, counts: rows[0].counts };
+  const [row] = rows;
+  return { seconds: row.seconds, startedMs: row.started_ms, finishedMs: row.finished_ms, counts: row.counts };
 }
 
 /** A new schema's name on the server, and the environment of a CLI run that mirrors the sandbox into it. */
@@ -168,7 +189,7 @@ function freshSchemaEnv(
 async function backfillServer(
   sandbox: SandboxProcess,
   size: number,
-  fetchWalk: FetchWalk,
+  { fetchWalk, coldWalk }: { fetchWalk: FetchWalk; coldWalk: FetchWalk },
   databaseUrl: string,
   others: readonly Variant[],
 ): Promise<BenchResult[]> {
@@ -191,18 +212,24 @@ async function backfillServer(
       schema,
       join(dir, 'reviews.copy'),
     );
+    // The sync's speed is its run's, so what it spent before the run began (loading its modules,
+    // connecting, taking the job's lease) takes none of the cores from it: only the CPU within the
+    // run counts against the limit. The sandbox serves nothing before the run; PostgreSQL's few
+    // statements before it (the lease, the run's row) are counted with the run.
+    const syncBeforeRun = cpuAt(sync.cpuSamples, run.startedMs) ?? Number.NaN;
+    const syncInRun = (cpuAt(sync.cpuSamples, run.finishedMs) ?? Number.NaN) - syncBeforeRun;
     // NaN unless all three were read (a database on another machine has no /proc here).
-    const totalCpu = (cpu.sandbox ?? Number.NaN) + (cpu.sync ?? Number.NaN) + (cpu.postgres ?? Number.NaN);
-    // Part 2 begins here, as the least a sync process costs: a poll of the mirrored feed, which
-    // re-reads the overlap window below the newest review and writes nothing new.
-    const idleCpuBefore = reapedChildrenCpuSeconds();
+    const runCpu = (cpu.sandbox ?? Number.NaN) + syncInRun + (cpu.postgres ?? Number.NaN);
+    // The least CPU any client could make this backfill cost within its run: the sandbox serving
+    // the feed and the client reading and validating it (the fetch-only walk, warmed up), and
+    // PostgreSQL storing the rows at COPY's cost.
+    const floorCpu = fetchWalk.clientCpu + fetchWalk.sandboxCpu + copyCpu;
+    // The same for a client that is a process of its own, as the sync is: its walk runs cold.
+    const coldFloorCpu = coldWalk.clientCpu + coldWalk.sandboxCpu + copyCpu;
+    // Part 2 begins here: a poll of the mirrored feed, which re-reads the overlap window below the
+    // newest review and writes nothing new.
     const idle = await runCliOk(['sync', 'reviews'], env);
-    const idleCpu = (reapedChildrenCpuSeconds() ?? Number.NaN) - (idleCpuBefore ?? Number.NaN);
     const idleRun = await lastRun(client, schema);
-    // The least CPU any client could make this backfill cost here: the sandbox serving the feed
-    // and the client reading and validating it (the fetch-only walk), PostgreSQL storing the
-    // rows at COPY's cost, and one sync process's start.
-    const floorCpu = fetchWalk.clientCpu + fetchWalk.sandboxCpu + copyCpu + idleCpu;
 
     const limitSeconds = Math.max(fetchSeconds, copySeconds);
     const backfill: BenchResult = {
@@ -226,13 +253,20 @@ async function backfillServer(
         cpu_sync_s: cpu.sync ?? Number.NaN,
         cpu_postgres_s: cpu.postgres ?? Number.NaN,
         cpu_postgres_copy_s: copyCpu,
-        // The best speed_vs_limit these CPU costs allow, were all of it overlapped on every core.
-        overlap_bound_vs_limit: limitSeconds / (totalCpu / availableParallelism()),
+        cpu_sync_before_run_s: syncBeforeRun,
+        cpu_sync_in_run_s: syncInRun,
+        // The best speed_vs_limit the CPU spent within the run allows, were all of it overlapped
+        // on every core.
+        overlap_bound_vs_limit: limitSeconds / (runCpu / availableParallelism()),
         cpu_fetch_walk_client_s: fetchWalk.clientCpu,
         cpu_fetch_walk_sandbox_s: fetchWalk.sandboxCpu,
-        cpu_sync_start_s: idleCpu,
         // The same bound for the leanest client (floorCpu): above it, no client reaches it here.
         floor_bound_vs_limit: limitSeconds / (floorCpu / availableParallelism()),
+        cold_walk_reviews_per_second: size / coldWalk.seconds,
+        cpu_cold_walk_client_s: coldWalk.clientCpu,
+        cpu_cold_walk_sandbox_s: coldWalk.sandboxCpu,
+        // And for the leanest client that starts cold, as every `sync reviews` process does.
+        cold_floor_bound_vs_limit: limitSeconds / (coldFloorCpu / availableParallelism()),
       },
     };
 

@@ -81,3 +81,23 @@ export function cpuSpent(before: CpuReading, after: CpuReading): Record<string, 
   }
   return spent;
 }
+
+/** A process's CPU seconds so far, read at `atMs` (epoch milliseconds). */
+export interface CpuSample {
+  readonly atMs: number;
+  readonly seconds: number;
+}
+
+/**
+ * The CPU a process had spent by `atMs`, from samples in time order: the last one read at or
+ * before it (so within one sampling interval, and /proc's 10 ms tick, of the truth). Undefined
+ * before the first.
+ */
+export function cpuAt(samples: readonly CpuSample[], atMs: number): number | undefined {
+  let found: number | undefined;
+  for (const sample of samples) {
+    if (sample.atMs > atMs) break;
+    found = sample.seconds;
+  }
+  return found;
+}

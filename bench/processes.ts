@@ -2,6 +2,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { type CpuSample, processCpuSeconds } from './cpuAccount.js';
 
 /** The built CLI, run the way a user runs it: `node dist/src/cli.js …`. */
 export const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
@@ -39,6 +40,11 @@ export interface CliRun {
   readonly seconds: number;
   /** The highest VmHWM read while it ran (sampled every 10 ms: the last few ms may be missed). */
   readonly peakRssBytes: number;
+  /**
+   * Its CPU seconds as read every 10 ms while it ran, so a benchmark can tell what it spent within
+   * a stretch of its run (the job a `sync_runs` row times) from what it spent starting.
+   */
+  readonly cpuSamples: readonly CpuSample[];
 }
 
 /** Which `node` runs a CLI process (default: the bench's own), and flags it gets before the script. */
@@ -66,13 +72,16 @@ export async function runCli(
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   let peak = 0;
+  const cpuSamples: CpuSample[] = [];
   const sampler = setInterval(() => {
     peak = Math.max(peak, peakRss(child.pid!) ?? 0);
+    const seconds = processCpuSeconds(child.pid);
+    if (seconds !== undefined) cpuSamples.push({ atMs: Date.now(), seconds });
   }, 10);
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   clearInterval(sampler);
   const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-  return { code, stdout, stderr, seconds, peakRssBytes: peak };
+  return { code, stdout, stderr, seconds, peakRssBytes: peak, cpuSamples };
 }
 
 /** Like runCli, but a non-zero exit is an error naming the command and its last line. */

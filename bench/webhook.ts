@@ -327,7 +327,14 @@ async function drive(
     const batch = deliveries(rate * openSeconds);
     const before = adminPort === undefined ? undefined : await scrape(adminPort);
     const running = await probe?.();
-    const sent = await openLoop(origin, batch, rate);
+    let sent: Sent;
+    try {
+      sent = await openLoop(origin, batch, rate);
+    } catch (error) {
+      // Its connection closed all the same; the phase's failure is the one worth reporting.
+      await running?.stop().catch(() => {});
+      throw error;
+    }
     const probed = (await running?.stop()) ?? {};
     const daemon =
       adminPort === undefined || before === undefined ? {} : daemonView(before, await scrape(adminPort));
