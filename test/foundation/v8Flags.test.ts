@@ -21,27 +21,31 @@ const CHURN = `
   console.log(young.space_size / 1e6);
 `;
 
-async function youngGenerationMb(preamble: string): Promise<number> {
-  const { stdout } = await promisify(execFile)(process.execPath, [
+/** The young generation's size after the churn, and what V8 printed (an unknown flag is an error there). */
+async function youngGenerationMb(preamble: string): Promise<{ mb: number; stderr: string }> {
+  const { stdout, stderr } = await promisify(execFile)(process.execPath, [
     '--input-type=module',
     '--eval',
     `${preamble}\n${CHURN}`,
   ]);
-  return Number(stdout.trim());
+  return { mb: Number(stdout.trim()), stderr };
 }
 
 /**
- * This Node honours, at run time, the flags the CLI sets before anything else (src/v8Flags.ts):
- * after Node 20 the young generation stays at its first size; on Node 20 it grows as by default.
+ * This Node knows every flag the CLI sets before anything else (src/v8Flags.ts), and honours them
+ * at run time: after Node 20 the young generation stays at its first size; on Node 20 it grows as
+ * by default. What old space's growth saves shows at a backfill's scale, in the benchmark's peaks.
  */
 describe("the CLI's V8 flags", () => {
-  it('keep the young generation at its first size after Node 20, where it would otherwise grow', async () => {
+  it('are known to this Node, and keep the young generation at its first size after Node 20', async () => {
     const [without, withFlags] = await Promise.all([
       youngGenerationMb(''),
       youngGenerationMb(`import ${JSON.stringify(V8_FLAGS)};`),
     ]);
-    expect(without).toBeGreaterThan(8);
-    if (Number(process.versions.node.split('.')[0]) > 20) expect(withFlags).toBeLessThanOrEqual(4);
-    else expect(withFlags).toBe(without);
+    // V8 reports a flag it does not know ("unrecognized flag") on stderr and goes on without it.
+    expect(withFlags.stderr).toBe('');
+    expect(without.mb).toBeGreaterThan(8);
+    if (Number(process.versions.node.split('.')[0]) > 20) expect(withFlags.mb).toBeLessThanOrEqual(4);
+    else expect(withFlags.mb).toBe(without.mb);
   });
 });
