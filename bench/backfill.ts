@@ -18,7 +18,7 @@ import {
   processCpuSeconds,
   reapedChildrenCpuSeconds,
 } from './cpuAccount.js';
-import { timedWalk } from './fetchWalk.js';
+import { type TimedWalk, timedWalk } from './fetchWalk.js';
 import { type BenchOptions, type BenchResult, benchApi } from './harness.js';
 import { CLI, cliEnv, type NodeCommand, nodeVersion, runCliOk } from './processes.js';
 import { type SandboxProcess, startSandboxProcess } from './sandboxProcess.js';
@@ -108,10 +108,15 @@ export async function benchBackfill(options: BenchOptions): Promise<BenchResult[
 }
 
 /** A fetch-only walk of the whole feed: its time, and the CPU its client and the sandbox spent. */
-interface FetchWalk {
-  readonly seconds: number;
-  readonly clientCpu: number;
+interface FetchWalk extends TimedWalk {
   readonly sandboxCpu: number;
+}
+
+/** What `walk` measured, with the CPU the sandbox spent serving it. */
+async function servedBy(sandbox: SandboxProcess, walk: () => Promise<TimedWalk>): Promise<FetchWalk> {
+  const before = processCpuSeconds(sandbox.pid) ?? Number.NaN;
+  const timed = await walk();
+  return { ...timed, sandboxCpu: (processCpuSeconds(sandbox.pid) ?? Number.NaN) - before };
 }
 
 /** The faster of two fetch-only walks of the whole feed (the first also warms the sandbox). */
@@ -120,9 +125,7 @@ async function fetchWalkOf(sandbox: SandboxProcess, size: number): Promise<Fetch
   try {
     const walks: FetchWalk[] = [];
     for (let run = 0; run < 2; run++) {
-      const sandboxBefore = processCpuSeconds(sandbox.pid) ?? Number.NaN;
-      const walk = await timedWalk(api, size);
-      walks.push({ ...walk, sandboxCpu: (processCpuSeconds(sandbox.pid) ?? Number.NaN) - sandboxBefore });
+      walks.push(await servedBy(sandbox, () => timedWalk(api, size)));
     }
     return walks.reduce((best, walk) => (walk.seconds < best.seconds ? walk : best));
   } finally {
@@ -135,12 +138,12 @@ async function fetchWalkOf(sandbox: SandboxProcess, size: number): Promise<Fetch
  * process of its own, as `sync reviews` is, pays for the walk before its JIT has warmed up.
  */
 async function coldWalkOf(sandbox: SandboxProcess, size: number): Promise<FetchWalk> {
-  const sandboxBefore = processCpuSeconds(sandbox.pid) ?? Number.NaN;
-  const { stdout } = await promisify(execFile)(process.execPath, [FETCH_WALK_PROCESS], {
-    env: cliEnv({ SANDBOX_URL: sandbox.url, SANDBOX_API_KEY: sandbox.apiKey, FEED_SIZE: String(size) }),
+  return servedBy(sandbox, async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, [FETCH_WALK_PROCESS], {
+      env: cliEnv({ SANDBOX_URL: sandbox.url, SANDBOX_API_KEY: sandbox.apiKey, FEED_SIZE: String(size) }),
+    });
+    return JSON.parse(stdout) as TimedWalk;
   });
-  const walk = JSON.parse(stdout) as { seconds: number; clientCpu: number };
-  return { ...walk, sandboxCpu: (processCpuSeconds(sandbox.pid) ?? Number.NaN) - sandboxBefore };
 }
 
 interface SyncRecord {

@@ -202,6 +202,16 @@ interface Target {
   readonly adminPort?: number;
 }
 
+/** Runs `work` against a target once it has started, then stops the target whatever happened. */
+async function withTarget<T>(started: Promise<Target>, work: (target: Target) => Promise<T>): Promise<T> {
+  const target = await started;
+  try {
+    return await work(target);
+  } finally {
+    await target.child.stop();
+  }
+}
+
 /** `review-mirror run` as shipped: only the receiver matters here, so no platform is configured. */
 async function startDaemon(
   databaseUrl: string | undefined,
@@ -419,20 +429,12 @@ async function onImageNode(
   dataDir: string,
   schema: string,
 ): Promise<ImageNodeRun> {
-  const version = nodeVersion(node);
-  const bareServer = await startBareServer(node);
-  let bare: ClosedRun;
-  try {
-    bare = await driveAutocannon(bareServer, options);
-  } finally {
-    await bareServer.child.stop();
-  }
-  const daemon = await startDaemon(databaseUrl, dataDir, schema, node);
-  try {
-    return { version, bare, daemon: await driveAutocannon(daemon, options) };
-  } finally {
-    await daemon.child.stop();
-  }
+  const autocannonOn = (target: Target) => driveAutocannon(target, options);
+  return {
+    version: nodeVersion(node),
+    bare: await withTarget(startBareServer(node), autocannonOn),
+    daemon: await withTarget(startDaemon(databaseUrl, dataDir, schema, node), autocannonOn),
+  };
 }
 
 const ms = (seconds: number) => seconds * 1000;
@@ -452,45 +454,32 @@ const ms = (seconds: number) => seconds * 1000;
  * reviews table (a 200 means committed).
  */
 export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]> {
-  const bare = await startBareServer();
-  let baseline: Workload;
-  try {
-    baseline = await drive(bare, options);
-  } finally {
-    await bare.child.stop();
-  }
+  const baseline = await withTarget(startBareServer(), (bare) => drive(bare, options));
 
   const schema = `bench_webhook_${randomBytes(4).toString('hex')}`;
   const dataDir = await mkdtemp(join(tmpdir(), 'rm-bench-webhook-'));
-  const backend = options.databaseUrl === undefined ? 'embedded' : 'postgres';
+  const { databaseUrl, imageNode } = options;
+  const backend = databaseUrl === undefined ? 'embedded' : 'postgres';
   try {
-    const daemon = await startDaemon(options.databaseUrl, dataDir, schema);
-    let subject: Workload;
-    try {
-      const { databaseUrl } = options;
-      subject = await drive(
+    const subject = await withTarget(startDaemon(databaseUrl, dataDir, schema), (daemon) =>
+      drive(
         daemon,
         options,
         databaseUrl === undefined ? undefined : () => CommitProbe.start(databaseUrl, schema),
-      );
-    } finally {
-      await daemon.child.stop();
-    }
+      ),
+    );
     // The lean receiver writes into the same schema, once the daemon has stopped.
-    let lean: ClosedRun | undefined;
-    if (options.databaseUrl !== undefined) {
-      const receiver = await startLeanReceiver(options.databaseUrl, schema);
-      try {
-        lean = await driveAutocannon(receiver, options);
-      } finally {
-        await receiver.child.stop();
-      }
-    }
+    const lean =
+      databaseUrl === undefined
+        ? undefined
+        : await withTarget(startLeanReceiver(databaseUrl, schema), (receiver) =>
+            driveAutocannon(receiver, options),
+          );
     // The image's Node line (BENCH_IMAGE_NODE) runs the bare server and the daemon once more, under
     // the issue's closed loop: the ratio production's pairing gets.
     const image =
-      options.imageNode !== undefined && options.databaseUrl !== undefined
-        ? await onImageNode(options.imageNode, options, options.databaseUrl, dataDir, schema)
+      imageNode !== undefined && databaseUrl !== undefined
+        ? await onImageNode(imageNode, options, databaseUrl, dataDir, schema)
         : undefined;
     const acknowledged = [
       subject.closed.autocannon.sent,
@@ -499,7 +488,7 @@ export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]
       ...(lean ? [lean.sent] : []),
       ...(image ? [image.daemon.sent] : []),
     ].flatMap((s) => s.acknowledged);
-    const stored = await countStored(options.databaseUrl, dataDir, schema, acknowledged);
+    const stored = await countStored(databaseUrl, dataDir, schema, acknowledged);
     if (stored !== acknowledged.length) {
       throw new Error(`${acknowledged.length - stored} acknowledged deliveries are not in the mirror`);
     }
@@ -563,8 +552,8 @@ export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]
     });
     return [...closed, ...open];
   } finally {
-    if (options.databaseUrl !== undefined) {
-      const db = await openDb({ url: options.databaseUrl, schema, poolMax: 1, dataDir: undefined });
+    if (databaseUrl !== undefined) {
+      const db = await openDb({ url: databaseUrl, schema, poolMax: 1, dataDir: undefined });
       await db.knex.raw('drop schema if exists ?? cascade', [schema]);
       await db.close();
     }
