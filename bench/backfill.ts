@@ -20,7 +20,7 @@ import {
 } from './cpuAccount.js';
 import { type TimedWalk, timedWalk } from './fetchWalk.js';
 import { type BenchOptions, type BenchResult, benchApi } from './harness.js';
-import { CLI, cliEnv, type NodeCommand, nodeVersion, runCliOk } from './processes.js';
+import { CLI, type CliRun, cliEnv, type NodeCommand, nodeVersion, runCliOk } from './processes.js';
 import { type SandboxProcess, startSandboxProcess } from './sandboxProcess.js';
 
 /** The columns a COPY carries: every column of `reviews`, so the copy holds the same rows. */
@@ -203,26 +203,13 @@ async function backfillServer(
   const dir = await mkdtemp(join(tmpdir(), 'rm-bench-'));
   try {
     await runCliOk(['migrate'], env); // the schema exists before the timed run, as in production
-    // Each timed write starts from a checkpoint, so neither pays for the WAL of what ran before it
-    // (COPY right after the sync's million rows took a third more CPU: docs/benchmarks.md).
-    await client.query('checkpoint');
-    const cpuBefore = cpuReading(sandbox.pid);
-    const sync = await runCliOk(['sync', 'reviews'], env);
-    const cpu = cpuSpent(cpuBefore, cpuReading(sandbox.pid));
-    const run = await backfillRecord(client, schema, size);
+    const timed = await timedSync(sandbox, client, schema, env, size);
+    const { sync, run, cpu } = timed;
     const { seconds: copySeconds, postgresCpu: copyCpu } = await copyOf(
       client,
       schema,
       join(dir, 'reviews.copy'),
     );
-    // The sync's speed is its run's, so what it spent before the run began (loading its modules,
-    // connecting, taking the job's lease) takes none of the cores from it: only the CPU within the
-    // run counts against the limit. The sandbox serves nothing before the run; PostgreSQL's few
-    // statements before it (the lease, the run's row) are counted with the run.
-    const syncBeforeRun = cpuAt(sync.cpuSamples, run.startedMs) ?? Number.NaN;
-    const syncInRun = (cpuAt(sync.cpuSamples, run.finishedMs) ?? Number.NaN) - syncBeforeRun;
-    // NaN unless all three were read (a database on another machine has no /proc here).
-    const runCpu = (cpu.sandbox ?? Number.NaN) + syncInRun + (cpu.postgres ?? Number.NaN);
     // The least CPU any client could make this backfill cost within its run: the sandbox serving
     // the feed and the client reading and validating it (the fetch-only walk, warmed up), and
     // PostgreSQL storing the rows at COPY's cost.
@@ -256,11 +243,9 @@ async function backfillServer(
         cpu_sync_s: cpu.sync ?? Number.NaN,
         cpu_postgres_s: cpu.postgres ?? Number.NaN,
         cpu_postgres_copy_s: copyCpu,
-        cpu_sync_before_run_s: syncBeforeRun,
-        cpu_sync_in_run_s: syncInRun,
-        // The best speed_vs_limit the CPU spent within the run allows, were all of it overlapped
-        // on every core.
-        overlap_bound_vs_limit: limitSeconds / (runCpu / availableParallelism()),
+        cpu_sync_before_run_s: timed.syncBeforeRun,
+        cpu_sync_in_run_s: timed.syncInRun,
+        overlap_bound_vs_limit: overlapBound(limitSeconds, timed),
         cpu_fetch_walk_client_s: fetchWalk.clientCpu,
         cpu_fetch_walk_sandbox_s: fetchWalk.sandboxCpu,
         // The same bound for the leanest client (floorCpu): above it, no client reaches it here.
@@ -307,9 +292,56 @@ async function backfillServer(
   }
 }
 
+/** A timed `sync reviews` backfill: the process, its run's record, and the CPU each process spent. */
+interface TimedSync {
+  readonly sync: CliRun;
+  readonly run: SyncRecord;
+  /** What the sandbox, the sync and PostgreSQL spent from the sync's start to its end. */
+  readonly cpu: Record<string, number>;
+  /** The sync's CPU before its run began (loading its modules, connecting, taking the lease). */
+  readonly syncBeforeRun: number;
+  /** The sync's CPU within its run, which its speed is measured over. */
+  readonly syncInRun: number;
+}
+
+/**
+ * `sync reviews` of the whole feed into `schema` (migrated, empty), from a checkpoint so that it
+ * does not pay for the WAL of what ran before it (COPY right after the sync's million rows took a
+ * third more CPU: docs/benchmarks.md).
+ */
+async function timedSync(
+  sandbox: SandboxProcess,
+  client: pg.Client,
+  schema: string,
+  env: NodeJS.ProcessEnv,
+  size: number,
+  command?: NodeCommand,
+): Promise<TimedSync> {
+  await client.query('checkpoint');
+  const cpuBefore = cpuReading(sandbox.pid);
+  const sync = await runCliOk(['sync', 'reviews'], env, command);
+  const cpu = cpuSpent(cpuBefore, cpuReading(sandbox.pid));
+  const run = await backfillRecord(client, schema, size);
+  const syncBeforeRun = cpuAt(sync.cpuSamples, run.startedMs) ?? Number.NaN;
+  const syncInRun = (cpuAt(sync.cpuSamples, run.finishedMs) ?? Number.NaN) - syncBeforeRun;
+  return { sync, run, cpu, syncBeforeRun, syncInRun };
+}
+
+/**
+ * The best speed_vs_limit the CPU spent within the run allows on this machine's cores, were all of
+ * it overlapped. The sync's speed is its run's, so what it spent before the run began takes none
+ * of the cores from it; the sandbox serves nothing before the run, and PostgreSQL's few statements
+ * before it (the lease, the run's row) are counted with the run. NaN unless all three were read (a
+ * database on another machine has no /proc here).
+ */
+function overlapBound(limitSeconds: number, { cpu, syncInRun }: TimedSync): number {
+  const runCpu = (cpu.sandbox ?? Number.NaN) + syncInRun + (cpu.postgres ?? Number.NaN);
+  return limitSeconds / (runCpu / availableParallelism());
+}
+
 /**
  * The same backfill, into a schema of its own, by `sync reviews` run as `variant` says: its peak
- * memory and CPU, beside the same limit.
+ * memory, its CPU and the bound that CPU allows, beside the same limit.
  */
 async function variantBackfill(
   sandbox: SandboxProcess,
@@ -322,19 +354,20 @@ async function variantBackfill(
   const { schema, env } = freshSchemaEnv(sandbox, databaseUrl);
   try {
     await runCliOk(['migrate'], env, variant.command);
-    const cpuBefore = reapedChildrenCpuSeconds();
-    const sync = await runCliOk(['sync', 'reviews'], env, variant.command);
-    const cpuAfter = reapedChildrenCpuSeconds();
-    const run = await backfillRecord(client, schema, size);
+    const timed = await timedSync(sandbox, client, schema, env, size, variant.command);
     return {
       name: `backfill ${size.toLocaleString('en')} reviews, ${variant.name}`,
       baseline: { label: 'the same limit', seconds: limitSeconds },
-      subject: { label: variant.label, seconds: run.seconds },
-      ratio: run.seconds / limitSeconds,
+      subject: { label: variant.label, seconds: timed.run.seconds },
+      ratio: timed.run.seconds / limitSeconds,
       details: {
-        speed_vs_limit: limitSeconds / run.seconds,
-        peak_rss_mb: mb(sync.peakRssBytes),
-        cpu_sync_s: cpuBefore === undefined || cpuAfter === undefined ? Number.NaN : cpuAfter - cpuBefore,
+        speed_vs_limit: limitSeconds / timed.run.seconds,
+        peak_rss_mb: mb(timed.sync.peakRssBytes),
+        cpu_sync_s: timed.cpu.sync ?? Number.NaN,
+        cpu_sync_in_run_s: timed.syncInRun,
+        cpu_sandbox_s: timed.cpu.sandbox ?? Number.NaN,
+        cpu_postgres_s: timed.cpu.postgres ?? Number.NaN,
+        overlap_bound_vs_limit: overlapBound(limitSeconds, timed),
       },
     };
   } finally {
