@@ -291,11 +291,36 @@ interface ClosedRun {
   readonly cpu: Record<string, number>;
 }
 
+/** An open-loop phase: deliveries per second, for how long. */
+interface OpenPhase {
+  readonly rate: number;
+  readonly seconds: number;
+}
+
+const SHORT_PHASE_SECONDS = 10;
+
+/**
+ * Short phases at three rates, then a minute at the issue's 1,000/s: long enough that the kernel
+ * writes back the phase's own data pages (every 30 s or so), which a short phase never sees.
+ */
+const OPEN_PHASES: readonly OpenPhase[] = [
+  { rate: 200, seconds: SHORT_PHASE_SECONDS },
+  { rate: 1_000, seconds: SHORT_PHASE_SECONDS },
+  { rate: 2_000, seconds: SHORT_PHASE_SECONDS },
+  { rate: 1_000, seconds: 60 },
+];
+
+/** `webhook open loop, 1,000/s`, and the length too when it is not a short phase's. */
+function openPhaseName({ rate, seconds }: OpenPhase): string {
+  const length = seconds === SHORT_PHASE_SECONDS ? '' : ` for ${seconds} s`;
+  return `webhook open loop, ${rate.toLocaleString('en')}/s${length}`;
+}
+
 interface Workload {
   /** The issue's yardstick (autocannon), then the bench's own lean undici loop. */
   closed: { autocannon: ClosedRun; undici: ClosedRun };
   /** Each phase's deliveries, and what the daemon saw of it (its metrics, the commit probe). */
-  open: Array<{ rate: number; sent: Sent; daemon: Record<string, number> }>;
+  open: Array<{ phase: OpenPhase; sent: Sent; daemon: Record<string, number> }>;
 }
 
 function cpuReading(serverPid: number | undefined): CpuReading {
@@ -314,8 +339,8 @@ async function withCpu(serverPid: number | undefined, run: () => Promise<Sent>):
 }
 
 /**
- * Drives `target` through the closed loops, then the open-loop phases; `probe`, when given, runs a
- * commit probe of the target's database beside each open-loop phase.
+ * Drives `target` through the closed loops, then the open-loop phases; `probe`, when given, starts
+ * each open-loop phase from a checkpoint and runs a commit probe of the target's database beside it.
  */
 async function drive(
   { origin, adminPort, child }: Target,
@@ -324,8 +349,7 @@ async function drive(
 ): Promise<Workload> {
   const closedCount = options.quick ? 500 : 20_000;
   const autocannonSeconds = options.quick ? 1 : 10;
-  const rates = options.quick ? [200] : [200, 1_000, 2_000];
-  const openSeconds = options.quick ? 1 : 10;
+  const phases = options.quick ? [{ rate: 200, seconds: 1 }] : OPEN_PHASES;
   const pid = child.process.pid;
   await closedLoop(origin, deliveries(Math.min(2_000, closedCount)), CLOSED_LOOP_CONCURRENCY); // warm-up
   const closed = {
@@ -333,13 +357,13 @@ async function drive(
     undici: await withCpu(pid, () => closedLoop(origin, deliveries(closedCount), CLOSED_LOOP_CONCURRENCY)),
   };
   const open: Workload['open'] = [];
-  for (const rate of rates) {
-    const batch = deliveries(rate * openSeconds);
+  for (const phase of phases) {
+    const batch = deliveries(phase.rate * phase.seconds);
     const before = adminPort === undefined ? undefined : await scrape(adminPort);
     const running = await probe?.();
     let sent: Sent;
     try {
-      sent = await openLoop(origin, batch, rate);
+      sent = await openLoop(origin, batch, phase.rate);
     } catch (error) {
       // Its connection closed all the same; the phase's failure is the one worth reporting.
       await running?.stop().catch(() => {});
@@ -348,7 +372,7 @@ async function drive(
     const probed = (await running?.stop()) ?? {};
     const daemon =
       adminPort === undefined || before === undefined ? {} : daemonView(before, await scrape(adminPort));
-    open.push({ rate, sent, daemon: { ...daemon, ...probed } });
+    open.push({ phase, sent, daemon: { ...daemon, ...probed } });
   }
   return { closed, open };
 }
@@ -445,10 +469,11 @@ const ms = (seconds: number) => seconds * 1000;
  * bare node:http server process that only reads the body and answers 200. Closed loop, 64
  * connections: throughput under autocannon (how the issue measured it), then under the bench's
  * own leaner undici sender, each with the CPU per delivery of the server, PostgreSQL and the
- * generator. Open loop at 200, 1,000 and 2,000 deliveries/s: latency from each delivery's
- * scheduled send. On a PostgreSQL server, the autocannon loop once more against the lean receiver
- * (bench/leanReceiver.ts): the same work without the daemon around it, and a commit probe beside
- * each open-loop phase (bench/commitProbe.ts): the database's own commit latency at the same time;
+ * generator. Open loop at 200, 1,000 and 2,000 deliveries/s for 10 s each, then 1,000/s for a
+ * minute: latency from each delivery's scheduled send. On a PostgreSQL server, the autocannon loop
+ * once more against the lean receiver (bench/leanReceiver.ts): the same work without the daemon
+ * around it, and each open-loop phase from a checkpoint with a commit probe beside it
+ * (bench/commitProbe.ts): the database's own commit latency at the same time;
  * and with BENCH_IMAGE_NODE, the autocannon loop against the bare server and the daemon both run by
  * the image's Node line. Then every delivery a receiver acknowledged must be in the inbox and the
  * reviews table (a 200 means committed).
@@ -530,10 +555,10 @@ export async function benchWebhook(options: BenchOptions): Promise<BenchResult[]
         ),
       );
     }
-    const open = subject.open.map(({ rate, sent, daemon: seen }, i): BenchResult => {
+    const open = subject.open.map(({ phase, sent, daemon: seen }, i): BenchResult => {
       const bareSent = baseline.open[i]!.sent;
       return {
-        name: `webhook open loop, ${rate.toLocaleString('en')}/s`,
+        name: openPhaseName(phase),
         baseline: { label: 'bare node:http, p99', seconds: quantile(bareSent.latencies, 0.99) },
         subject: { label: `run on ${backend}, p99`, seconds: quantile(sent.latencies, 0.99) },
         ratio: quantile(sent.latencies, 0.99) / quantile(bareSent.latencies, 0.99),
