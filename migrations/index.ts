@@ -10,6 +10,7 @@ import * as commentsAndViews from './009_comments_and_views.js';
 import * as contactPushStaging from './010_contact_push_staging.js';
 import * as eventsOutbox from './011_events_outbox.js';
 import * as jobLeases from './012_job_leases.js';
+import * as directoryQuarantine from './013_directory_quarantine.js';
 
 export interface Migration {
   readonly name: string;
@@ -29,4 +30,5 @@ export const migrations: readonly Migration[] = [
   { name: '010_contact_push_staging', up: contactPushStaging.up },
   { name: '011_events_outbox', up: eventsOutbox.up },
   { name: '012_job_leases', up: jobLeases.up },
+  { name: '013_directory_quarantine', up: directoryQuarantine.up },
 ];

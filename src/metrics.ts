@@ -50,6 +50,12 @@ export function makeMetrics() {
       help: 'Review records the platform sent that failed validation, quarantined (counted once per distinct record).',
       registers,
     }),
+    directoryQuarantined: new Counter({
+      name: 'review_mirror_directory_records_quarantined_total',
+      help: 'Location and professional records a listing returned that failed validation, quarantined, by resource (counted once per distinct record).',
+      labelNames: ['resource'] as const,
+      registers,
+    }),
     reviewsRemoved: new Counter({
       name: 'review_mirror_reviews_removed_total',
       help: 'Reviews marked removed by a reconcile because the feed no longer returns them.',

@@ -70,6 +70,23 @@ function knexLog(log: Logger | undefined): Knex.Config['log'] {
   return { warn: write, error: write, deprecate: write, debug: write };
 }
 
+/**
+ * knex puts the statement before the database's message (`with input as (\n… - date/time field
+ * value out of range: …`), so an error's first line, all that its one-line description shows, was
+ * SQL. The database's own words are kept on the error as `databaseMessage` (see describeError).
+ * With `compileSqlOnError` off, that prefix is the statement exactly as sent, never with its
+ * parameters' values written in.
+ */
+function keepDatabaseMessages(knex: Knex): Knex {
+  knex.on('query-error', (error: unknown, query: { sql?: unknown } | undefined) => {
+    if (!(error instanceof Error) || typeof query?.sql !== 'string') return;
+    const prefix = `${query.sql} - `;
+    if (!error.message.startsWith(prefix)) return;
+    Object.defineProperty(error, 'databaseMessage', { value: error.message.slice(prefix.length) });
+  });
+  return knex;
+}
+
 export async function openDb(options: DbOptions): Promise<Db> {
   if (options.url !== undefined) {
     const bounds = {
@@ -80,13 +97,16 @@ export async function openDb(options: DbOptions): Promise<Db> {
         ? { statement_timeout: options.statementTimeoutMs }
         : {}),
     };
-    const knex = knexFactory({
-      client: 'pg',
-      connection: { connectionString: options.url, application_name: 'review-mirror', ...bounds },
-      pool: { min: 0, max: options.poolMax },
-      acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
-      log: knexLog(options.log),
-    });
+    const knex = keepDatabaseMessages(
+      knexFactory({
+        client: 'pg',
+        connection: { connectionString: options.url, application_name: 'review-mirror', ...bounds },
+        pool: { min: 0, max: options.poolMax },
+        acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
+        compileSqlOnError: false,
+        log: knexLog(options.log),
+      }),
+    );
     return makeDb(knex, options.schema, 'postgres', options.pooler !== 'transaction', async () =>
       knex.destroy(),
     );
@@ -103,12 +123,15 @@ export async function openDb(options: DbOptions): Promise<Db> {
   }
   // Loaded only here: a process on a PostgreSQL server never parses the embedded database's code.
   const { default: ClientPgLite } = await import('knex-pglite');
-  const knex = knexFactory({
-    client: ClientPgLite,
-    dialect: 'postgres',
-    connection,
-    log: knexLog(options.log),
-  });
+  const knex = keepDatabaseMessages(
+    knexFactory({
+      client: ClientPgLite,
+      dialect: 'postgres',
+      connection,
+      compileSqlOnError: false,
+      log: knexLog(options.log),
+    }),
+  );
   try {
     await knex.raw('select 1');
   } catch (error) {

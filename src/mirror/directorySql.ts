@@ -1,6 +1,8 @@
 import type { Queryable, Tables } from '../db/queryable.js';
+import { storableText } from '../db/storableText.js';
 import type { Location } from '../partner-api/locationsSchema.js';
 import type { ProfessionalListItem } from '../partner-api/professionalsSchema.js';
+import { arrayLiteral } from './arrayLiteral.js';
 
 /** The directory's tables: `locations` and `professionals`. */
 export type DirectoryTable = 'locations' | 'professionals';
@@ -17,16 +19,16 @@ export async function upsertLocations(
 ): Promise<number> {
   const rows = lastPerId(locations).map((l) => ({
     id: l.id,
-    slug: l.slug,
-    name: l.name,
+    slug: storableText(l.slug),
+    name: storableText(l.name),
     active: l.active,
-    address_line1: l.address.line1,
-    address_line2: l.address.line2,
-    address_city: l.address.city,
-    address_state: l.address.state,
-    address_zip: l.address.zip,
-    profile_url: l.profile_url,
-    default_survey_url: l.default_survey_url,
+    address_line1: storableText(l.address.line1),
+    address_line2: storableText(l.address.line2),
+    address_city: storableText(l.address.city),
+    address_state: storableText(l.address.state),
+    address_zip: storableText(l.address.zip),
+    profile_url: storableText(l.profile_url),
+    default_survey_url: storableText(l.default_survey_url),
     created_at: l.created_at,
   }));
   if (rows.length === 0) return 0;
@@ -95,12 +97,12 @@ export async function upsertProfessionals(
   const rows = lastPerId(professionals.map((p) => ({ ...p.item, _detail: p.detail }))).map(
     ({ _detail, ...p }) => ({
       id: p.id,
-      slug: p.slug,
-      first_name: p.first_name,
-      last_name: p.last_name,
+      slug: storableText(p.slug),
+      first_name: storableText(p.first_name),
+      last_name: storableText(p.last_name),
       active: p.active,
-      profile_url: p.profile_url,
-      default_survey_url: p.default_survey_url,
+      profile_url: storableText(p.profile_url),
+      default_survey_url: storableText(p.default_survey_url),
       created_at: p.created_at,
       location_id: _detail?.location_id ?? null,
       detail_fetched_at: _detail === undefined ? null : q.fn.now(),
@@ -122,6 +124,22 @@ export async function upsertProfessionals(
       removed_at: null,
     });
   return rows.length;
+}
+
+/**
+ * Stored records a listing returned that failed their schema (ids as text, as sent): they exist on
+ * the platform, so they count as listed and are not marked removed; each keeps its last valid version.
+ */
+export async function markListed(
+  q: Queryable,
+  db: Tables,
+  tableName: DirectoryTable,
+  ids: readonly string[],
+): Promise<void> {
+  if (ids.length === 0) return;
+  await q(db.table(tableName))
+    .whereRaw('??::text = any(?::text[])', ['id', arrayLiteral(ids)])
+    .update({ last_seen_at: q.fn.now(), removed_at: null });
 }
 
 /** What the complete listings that began at `startedAt` did not return: candidates for removal. */

@@ -1,30 +1,43 @@
 import { createHash } from 'node:crypto';
 import type { Queryable, Tables } from '../db/queryable.js';
+import { storableJson } from '../db/storableText.js';
 import type { RejectedRecord } from '../partner-api/validRecords.js';
+import type { DirectoryTable } from './directorySql.js';
+
+/** Where rejected records go: the review feed's quarantine, or the directory listings'. */
+export type QuarantineTarget =
+  | { readonly table: 'review_quarantine'; readonly source: 'feed' }
+  | { readonly table: 'directory_quarantine'; readonly resource: DirectoryTable };
+
+/** The id a rejected record carries, as text, when it has one of a usable type. */
+export function rejectedRecordId(raw: unknown): string | null {
+  const id = (raw as { id?: unknown } | null)?.id;
+  return typeof id === 'string' || typeof id === 'number' ? String(id) : null;
+}
 
 /** Stores rejected records (a sighting more for those already there); returns how many were new. */
 export async function quarantineRecords(
   q: Queryable,
   db: Tables,
   records: readonly RejectedRecord[],
-  source: 'feed',
+  target: QuarantineTarget,
 ): Promise<number> {
   if (records.length === 0) return 0;
   const rows = new Map<string, Record<string, unknown>>();
   for (const { raw, reason } of records) {
-    // PostgreSQL's jsonb cannot hold U+0000 either; the record stays readable, marked.
-    const text = JSON.stringify(raw ?? null).replaceAll('\\u0000', '\\ufffd');
+    // jsonb cannot hold U+0000 or half a character; the record stays readable, marked.
+    const text = storableJson(raw);
     const hash = createHash('md5').update(text).digest('hex');
-    const id = (raw as { id?: unknown } | null)?.id;
-    rows.set(hash, {
-      review_id: typeof id === 'string' || typeof id === 'number' ? String(id) : null,
-      raw: text,
-      raw_hash: hash,
-      reason,
-      source,
-    });
+    const id = rejectedRecordId(raw);
+    const common = { raw: text, raw_hash: hash, reason };
+    rows.set(
+      hash,
+      target.table === 'review_quarantine'
+        ? { ...common, review_id: id, source: target.source }
+        : { ...common, record_id: id, resource: target.resource },
+    );
   }
-  const table = db.table('review_quarantine');
+  const table = db.table(target.table);
   const result = (await q(table)
     .insert([...rows.values()])
     .onConflict('raw_hash')
@@ -42,8 +55,12 @@ export interface QuarantineCounts {
   last_seen_at: Date | null;
 }
 
-export async function countQuarantined(q: Queryable, db: Tables): Promise<QuarantineCounts> {
-  const [row] = await q(db.table('review_quarantine')).select(
+export async function countQuarantined(
+  q: Queryable,
+  db: Tables,
+  table: QuarantineTarget['table'],
+): Promise<QuarantineCounts> {
+  const [row] = await q(db.table(table)).select(
     q.raw('count(*) as records'),
     q.raw('max(last_seen_at) as last_seen_at'),
   );

@@ -1,3 +1,4 @@
+import { storableText } from '../db/storableText.js';
 import type { Review } from '../partner-api/reviewsSchema.js';
 
 /** A review as stored: spec 2.1 flattened, plus when the platform produced this version of it. */
@@ -13,15 +14,6 @@ export interface ReviewRow {
   professional_id: string | null;
   professional_name: string | null;
   observed_at: Date;
-}
-
-/**
- * PostgreSQL text cannot hold U+0000, and one such review would fail its whole page forever.
- * It becomes U+FFFD (the replacement character): the review is kept and the loss is visible.
- */
-function storableText<T extends string | null>(value: T): T {
-  // Checked first: almost no text has one, and looking is four times cheaper than replacing.
-  return (value === null || !value.includes('\u0000') ? value : value.replaceAll('\u0000', '\uFFFD')) as T;
 }
 
 export function toReviewRow(review: Review, observedAt: Date): ReviewRow {

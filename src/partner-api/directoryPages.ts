@@ -3,15 +3,22 @@ import type { HttpClient } from './http.js';
 import { continuationOf, type Page, paginate } from './paginate.js';
 import type { Pagination } from './paginationSchema.js';
 import type { ResourceOptions } from './resourceOptions.js';
+import { splitValid } from './validRecords.js';
 
 /**
  * The listing of a directory resource (spec 4.4, 4.5): active or inactive records, page by page,
- * its records under the resource's own key (`locations`, `professionals`).
+ * its records under the resource's own key (`locations`, `professionals`). Each record is checked
+ * on its own: those that fail come back as the page's `rejected`, for the quarantine.
  */
 export function directoryPages<K extends string, T extends { id: string | number }>(
   http: HttpClient,
   options: ResourceOptions,
-  list: { path: `/${K}`; key: K; schema: z.ZodType<Record<K, T[]> & { pagination: Pagination }> },
+  list: {
+    path: `/${K}`;
+    key: K;
+    schema: z.ZodType<Record<K, unknown[]> & { pagination: Pagination }>;
+    record: z.ZodType<T>;
+  },
   active: boolean,
   cursor: string | null,
   signal?: AbortSignal,
@@ -25,10 +32,16 @@ export function directoryPages<K extends string, T extends { id: string | number
         schema: list.schema,
         signal: s,
       });
+      const { valid, rejected } = splitValid(body[list.key], list.record, {
+        route,
+        status: 200,
+        field: list.key,
+      });
       return {
-        items: body[list.key],
+        items: valid,
         nextCursor: continuationOf(body.pagination, route),
         receivedAt: new Date(),
+        rejected,
       };
     },
     cursor,

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { z } from 'zod';
+import { storableText } from '../db/storableText.js';
 import { type Logger, SecretScrubber } from '../log.js';
 import { ApiAuthError, ApiRequestError, ApiSchemaError, ApiUnavailableError } from './errors.js';
 import { requestSignal } from './requestSignal.js';
@@ -292,12 +293,20 @@ export function formatPath(path: ReadonlyArray<PropertyKey>): string {
 /** Error bodies (spec 7): the structure of `error` is not specified, so anything is accepted. */
 const errorBodySchema = z.object({ error: z.unknown() }).partial();
 
-/** The platform's `error` field (spec 7: structure not specified), else a short excerpt of the body. */
+/**
+ * The platform's `error` field (spec 7: structure not specified), else a short excerpt of the body.
+ * Bounded, and storable: it becomes the stored error text of a contact, an event or a run, and a
+ * write that fails on it would lose the record of a request that was sent.
+ */
 export function platformErrorText(text: string): string {
+  return storableText(errorTextOf(text));
+}
+
+function errorTextOf(text: string): string {
   try {
     const parsed = errorBodySchema.safeParse(JSON.parse(text));
     const error = parsed.success ? parsed.data.error : undefined;
-    if (typeof error === 'string' && error !== '') return error;
+    if (typeof error === 'string' && error !== '') return error.slice(0, 300);
     if (error !== undefined && error !== null) return JSON.stringify(error).slice(0, 300);
   } catch {
     // not JSON: fall through to the raw excerpt

@@ -33,7 +33,7 @@ export function makeLocationsApi(http: HttpClient, options: ResourceOptions): Lo
       directoryPages(
         http,
         options,
-        { path: '/locations', key: 'locations', schema: locationPageSchema },
+        { path: '/locations', key: 'locations', schema: locationPageSchema, record: locationSchema },
         active,
         cursor,
         signal,

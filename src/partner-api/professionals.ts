@@ -4,6 +4,7 @@ import type { Page } from './paginate.js';
 import {
   type Professional,
   type ProfessionalListItem,
+  professionalListItemSchema,
   professionalPageSchema,
   professionalSchema,
 } from './professionalsSchema.js';
@@ -41,7 +42,12 @@ export function makeProfessionalsApi(http: HttpClient, options: ResourceOptions)
       directoryPages(
         http,
         options,
-        { path: '/professionals', key: 'professionals', schema: professionalPageSchema },
+        {
+          path: '/professionals',
+          key: 'professionals',
+          schema: professionalPageSchema,
+          record: professionalListItemSchema,
+        },
         active,
         cursor,
         signal,

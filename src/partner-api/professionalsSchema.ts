@@ -16,11 +16,12 @@ export const professionalListItemSchema = z.object({
 export type ProfessionalListItem = z.infer<typeof professionalListItemSchema>;
 
 export const professionalSchema = professionalListItemSchema.extend({
-  location_id: z.number().int().nullable(),
+  location_id: z.int32().nullable(),
 });
 export type Professional = z.infer<typeof professionalSchema>;
 
+// Each professional is checked on its own (validRecords.ts): one bad record is quarantined, not fatal.
 export const professionalPageSchema = z.object({
-  professionals: z.array(professionalListItemSchema),
+  professionals: z.array(z.unknown()),
   pagination: paginationSchema,
 });

@@ -13,13 +13,24 @@ const lastError = z
     v === undefined || v === null || v === '' ? null : typeof v === 'string' ? v : JSON.stringify(v),
   );
 
+// Fields the spec does not type, and that only inform: a value of another type is dropped, never
+// a reason to refuse the answer (a registration's answer carries the secret, which must be kept).
+const optionalText = z
+  .unknown()
+  .optional()
+  .transform((v) => (typeof v === 'string' ? v : undefined));
+const optionalFlag = z
+  .unknown()
+  .optional()
+  .transform((v) => (typeof v === 'boolean' ? v : v === 'true' ? true : v === 'false' ? false : undefined));
+
 export const webhookSchema = z.object({
   id: z.union([z.string().min(1), z.number()]).transform(String),
   url: z.string(),
   events: z.array(z.string()).optional().default([]),
-  is_active: z.boolean().optional(),
-  created_at: z.string().optional(),
-  description: z.string().nullable().optional(),
+  is_active: optionalFlag,
+  created_at: optionalText,
+  description: optionalText,
   last_error: lastError,
 });
 export type Webhook = z.infer<typeof webhookSchema>;

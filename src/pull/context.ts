@@ -6,7 +6,12 @@ import type { PartnerApi } from '../partner-api/client.js';
 /** The gauges and counters the pull jobs feed; absent for a one-shot CLI run. */
 export type PullMetrics = Pick<
   Metrics,
-  'reviewsUpserted' | 'reviewsQuarantined' | 'reviewsRemoved' | 'newestReview' | 'lastCompleteWalk'
+  | 'reviewsUpserted'
+  | 'reviewsQuarantined'
+  | 'directoryQuarantined'
+  | 'reviewsRemoved'
+  | 'newestReview'
+  | 'lastCompleteWalk'
 >;
 
 /** Everything a pull job needs, handed in by whoever wires it (the CLI or the daemon). */

@@ -4,14 +4,17 @@ import { type Fence, NO_FENCE } from '../jobs/lease.js';
 import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import {
   type DirectoryTable,
+  markListed,
   markRemovedDirectory,
   readStoredProfessionals,
   unlistedSince,
   upsertLocations,
   upsertProfessionals,
 } from '../mirror/directorySql.js';
+import { quarantineRecords, rejectedRecordId } from '../mirror/quarantineSql.js';
 import { ApiRequestError } from '../partner-api/errors.js';
 import type { Professional, ProfessionalListItem } from '../partner-api/professionalsSchema.js';
+import type { RejectedRecord } from '../partner-api/validRecords.js';
 import type { PullContext } from './context.js';
 import { mapBounded } from './mapBounded.js';
 import { needsDetail } from './professionalDetail.js';
@@ -35,6 +38,7 @@ export async function syncLocations(
     for await (const page of api.locations.pages(active, null, signal)) {
       addCount(counts, 'pages');
       addCount(counts, 'fetched', await upsertLocations(db.knex, db, page.items));
+      await quarantineListed(ctx, 'locations', page.rejected, counts);
     }
   }
   await confirmUnlisted(ctx, 'locations', startedAt, counts, {
@@ -88,6 +92,7 @@ export async function syncProfessionals(
       addCount(counts, 'pages');
       addCount(counts, 'fetched', written);
       addCount(counts, 'details', details.size);
+      await quarantineListed(ctx, 'professionals', page.rejected, counts);
     }
   }
   await confirmUnlisted(ctx, 'professionals', startedAt, counts, {
@@ -101,6 +106,32 @@ export async function syncProfessionals(
   });
   addCount(counts, 'removed', await markRemovedFenced(ctx, 'professionals', startedAt, fence));
   ctx.metrics?.lastCompleteWalk.set({ sync_job: JOB.professionals }, Date.now() / 1000);
+}
+
+/**
+ * A listing's records that failed their schema go to the quarantine, and the rest of the page was
+ * stored. A stored record among them still exists on the platform: it counts as listed, keeping
+ * its last valid version, instead of being marked removed.
+ */
+async function quarantineListed(
+  ctx: PullContext,
+  resource: DirectoryTable,
+  rejected: readonly RejectedRecord[] | undefined,
+  counts: RunCounts,
+): Promise<void> {
+  if (rejected === undefined || rejected.length === 0) return;
+  const ids: string[] = [];
+  for (const r of rejected) {
+    const id = rejectedRecordId(r.raw);
+    if (id !== null) ids.push(id);
+    ctx.log.warn({ resource, recordId: id, reason: r.reason }, 'directory record quarantined');
+  }
+  const added = await ctx.db.knex.transaction(async (trx) => {
+    await markListed(trx, ctx.db, resource, ids);
+    return quarantineRecords(trx, ctx.db, rejected, { table: 'directory_quarantine', resource });
+  });
+  addCount(counts, 'quarantined', rejected.length);
+  ctx.metrics?.directoryQuarantined.inc({ resource }, added);
 }
 
 /** Removal is the walk's decision: only the replica still holding the job's lease makes it. */

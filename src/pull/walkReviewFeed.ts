@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import { isUniqueViolation } from '../db/dataError.js';
 import type { Fence } from '../jobs/lease.js';
 import { addCount, type RunCounts } from '../jobs/runCounts.js';
-import { quarantineRecords } from '../mirror/quarantineSql.js';
+import { quarantineRecords, rejectedRecordId } from '../mirror/quarantineSql.js';
 import { type ReviewRow, toReviewRow } from '../mirror/reviewRow.js';
 import { copyNewReviews, type UpsertCounts, upsertReviews } from '../mirror/reviewsSql.js';
 import { ApiRequestError } from '../partner-api/errors.js';
@@ -51,6 +51,8 @@ const COPY_BATCH_ROWS = 5_000;
 const SERVER_WRITE_DEPTH = 2;
 /** Pages a COPY group takes ahead of the server before the walk waits for it. */
 const COPY_PAGES_AHEAD = 2;
+
+const FEED_QUARANTINE = { table: 'review_quarantine', source: 'feed' } as const;
 
 /** Fetched pages not yet written: their rows, and the checkpoint that follows the last of them. */
 interface PendingWrite {
@@ -138,7 +140,7 @@ export async function walkReviewFeed(
       const result = batch.stream
         ? { inserted: await copyNewReviews(trx, db, batch.stream), updated: 0 }
         : await upsertReviews(trx, db, batch.rows, 'feed');
-      const quarantined = await quarantineRecords(trx, db, batch.rejected, 'feed');
+      const quarantined = await quarantineRecords(trx, db, batch.rejected, FEED_QUARANTINE);
       // Rejects when the group before failed: this one then rolls back with it.
       await previous;
       if (batch.nextCursor === null) await walk.complete(trx, batch.walkNewest);
@@ -235,9 +237,8 @@ export async function walkReviewFeed(
         group.size += rows.length;
         for (const r of page.rejected ?? []) {
           group.rejected.push(r);
-          const id = (r.raw as { id?: unknown } | null)?.id;
           log.warn(
-            { job: walk.job, reviewId: typeof id === 'string' ? id : null, reason: r.reason },
+            { job: walk.job, reviewId: rejectedRecordId(r.raw), reason: r.reason },
             'review quarantined',
           );
         }

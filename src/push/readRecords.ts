@@ -2,6 +2,7 @@ import { createReadStream } from 'node:fs';
 import { extname } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { type CsvError, parse } from 'csv-parse';
+import { unstorableReason } from '../db/storableText.js';
 import { FatalError } from '../errors.js';
 
 /** A record of an export file: its fields by column name, and the physical line it starts on. */
@@ -79,7 +80,13 @@ function decode(encoding: Encoding): Transform {
 
 const REPLACEMENT = '\uFFFD';
 
-function invalidBytes(
+/**
+ * A field the row cannot be taken with: bytes the encoding does not read, or characters PostgreSQL
+ * cannot hold (U+0000, half a character escaped in JSON), which would fail the row's whole batch
+ * in the database. Each is reported with its line; the text is never altered into something the
+ * CRM did not say.
+ */
+function unusableField(
   fields: Record<string, string>,
   line: number,
   encoding: Encoding,
@@ -88,6 +95,8 @@ function invalidBytes(
     if (value.includes(REPLACEMENT)) {
       return { line, field, reason: `holds bytes that are not valid ${encoding}` };
     }
+    const unstorable = unstorableReason(value);
+    if (unstorable !== undefined) return { line, field, reason: unstorable };
   }
   return undefined;
 }
@@ -132,7 +141,7 @@ async function* readJsonLines(text: Readable, encoding: Encoding): AsyncGenerato
     for (const [k, v] of Object.entries(value)) {
       if (v !== null && v !== undefined) fields[k] = typeof v === 'string' ? v : JSON.stringify(v);
     }
-    const bad = invalidBytes(fields, line, encoding);
+    const bad = unusableField(fields, line, encoding);
     yield bad ? { error: bad } : { record: { line, fields } };
   };
   for await (const chunk of text) {
@@ -225,7 +234,7 @@ async function* readCsv(
     header.forEach((name, i) => {
       fields[name] = item.record[i]!;
     });
-    const bad = invalidBytes(fields, line, encoding);
+    const bad = unusableField(fields, line, encoding);
     yield bad ? { error: bad } : { record: { line, fields } };
   }
   yield* reportSkipped(true);

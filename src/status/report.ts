@@ -39,6 +39,8 @@ export interface StatusReport {
   mirror?: MirrorCounts | null;
   /** Review records that failed validation and were quarantined; null before migrations. */
   quarantine?: QuarantineCounts | null;
+  /** Location and professional records that failed validation and were quarantined; null before migrations. */
+  directory_quarantine?: QuarantineCounts | null;
   /** Contacts by outcome and the last pushes; null before migrations. */
   contacts?: ContactsStatus | null;
   /** The events outbox: backlog, oldest pending age, outcomes; null before migrations. */
@@ -85,7 +87,10 @@ export async function readStatus(db: Db): Promise<StatusReport> {
     webhooks: await readWebhookStatus(db),
     mirror: await readMirrorCounts(db),
     quarantine: (await hasTables(db.knex, db, ['review_quarantine']))
-      ? await countQuarantined(db.knex, db)
+      ? await countQuarantined(db.knex, db, 'review_quarantine')
+      : null,
+    directory_quarantine: (await hasTables(db.knex, db, ['directory_quarantine']))
+      ? await countQuarantined(db.knex, db, 'directory_quarantine')
       : null,
     contacts: await readContactsStatus(db),
     outbox: await readOutboxStatus(db),
@@ -126,14 +131,26 @@ export function formatStatus(report: StatusReport): string {
     lines.push(`platform: API key ${verdict} at the last attempt (${at ?? '-'})`);
   }
   lines.push(...formatMirrorCounts(report.mirror));
-  if (report.quarantine && report.quarantine.records > 0) {
-    const last = report.quarantine.last_seen_at;
-    lines.push(
-      `  quarantined    ${report.quarantine.records} invalid review records (last seen ${last === null ? '-' : new Date(last).toISOString()}; table review_quarantine)`,
-    );
-  }
+  lines.push(...formatQuarantine(report.quarantine, 'review records', 'review_quarantine'));
+  lines.push(
+    ...formatQuarantine(
+      report.directory_quarantine,
+      'location or professional records',
+      'directory_quarantine',
+    ),
+  );
   lines.push(...formatWebhookStatus(report.webhooks));
   lines.push(...formatContactsStatus(report.contacts));
   lines.push(...formatOutboxStatus(report.outbox));
   return lines.join('\n');
+}
+
+function formatQuarantine(
+  counts: QuarantineCounts | null | undefined,
+  what: string,
+  table: string,
+): string[] {
+  if (!counts || counts.records === 0) return [];
+  const last = counts.last_seen_at === null ? '-' : new Date(counts.last_seen_at).toISOString();
+  return [`  quarantined    ${counts.records} invalid ${what} (last seen ${last}; table ${table})`];
 }

@@ -1,4 +1,5 @@
 import type { Queryable, Tables } from '../db/queryable.js';
+import { storableText } from '../db/storableText.js';
 
 /**
  * The `webhooks` table: the platform's webhooks as we last knew them, with the signing secret of
@@ -30,6 +31,31 @@ export interface WebhookSnapshot {
   last_error?: string | null | undefined;
 }
 
+/**
+ * The platform's `created_at` of a webhook, whose format the spec does not show: any date that
+ * JavaScript reads, as ISO 8601 in UTC, or null when it reads none PostgreSQL could store. It only
+ * informs, so it never fails the statement that stores a registration's secret.
+ */
+function storableCreatedAt(value: string | undefined): string | null {
+  const ms = value === undefined ? Number.NaN : Date.parse(value);
+  if (!Number.isFinite(ms)) return null;
+  const date = new Date(ms);
+  const year = date.getUTCFullYear();
+  return year >= 1 && year <= 9999 ? date.toISOString() : null;
+}
+
+/** A snapshot's text as PostgreSQL can store it (see storableText). */
+function storableSnapshot(webhook: WebhookSnapshot) {
+  return {
+    id: storableText(webhook.id),
+    url: storableText(webhook.url),
+    description: storableText(webhook.description ?? null),
+    events: (webhook.events ?? []).map((e) => storableText(e)),
+    created_at: storableCreatedAt(webhook.created_at),
+    last_error: storableText(webhook.last_error ?? null),
+  };
+}
+
 /** Records a registration we just made, with its secret. */
 export async function saveRegistration(
   q: Queryable,
@@ -38,15 +64,10 @@ export async function saveRegistration(
 ): Promise<void> {
   await q(db.table('webhooks'))
     .insert({
-      id: webhook.id,
-      url: webhook.url,
-      description: webhook.description ?? null,
-      events: [...(webhook.events ?? [])],
+      ...storableSnapshot(webhook),
       signing_secret: webhook.signing_secret,
-      created_at: webhook.created_at ?? null,
       registered_at: q.fn.now(),
       is_active: webhook.is_active ?? true,
-      last_error: webhook.last_error ?? null,
     })
     .onConflict('id')
     .merge(['url', 'description', 'events', 'signing_secret', 'created_at', 'registered_at', 'is_active']);
@@ -77,13 +98,8 @@ export async function recordListedWebhooks(
   await q(db.table('webhooks'))
     .insert(
       [...unique.values()].map((w) => ({
-        id: w.id,
-        url: w.url,
-        description: w.description ?? null,
-        events: [...(w.events ?? [])],
-        created_at: w.created_at ?? null,
+        ...storableSnapshot(w),
         is_active: w.is_active ?? null,
-        last_error: w.last_error ?? null,
         checked_at: q.fn.now(),
       })),
     )

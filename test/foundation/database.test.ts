@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { migrations } from '../../migrations/index.js';
 import { openDb } from '../../src/db/connect.js';
 import { migrate, pendingMigrations } from '../../src/db/migrate.js';
+import { describeError } from '../../src/errors.js';
 import { CliProcess, cliEnv, freePort, runCli, waitForHttp } from '../helpers/cli.js';
 import { dropSchema, freshDb, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
 
@@ -29,6 +30,29 @@ describe('migrations', () => {
       expect(await migrate(db)).toEqual([]);
       expect(await tablesOf(db)).toEqual(tables);
       expect(await pendingMigrations(db)).toEqual([]);
+    } finally {
+      await db.close();
+    }
+  });
+});
+
+describe('a statement the database refuses', () => {
+  it("is described by the database's own message, not by its SQL, in and out of a transaction", async () => {
+    const db = await freshDb({ migrate: false });
+    const failure = (run: () => Promise<unknown>) =>
+      run().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    try {
+      const statement = `with input as (\n  select ?::timestamptz as at\n)\nselect at from input`;
+      const expected = 'database: date/time field value out of range: "0000-01-01T00:00:00Z"';
+      const plain = await failure(() => db.knex.raw(statement, ['0000-01-01T00:00:00Z']));
+      expect(describeError(plain)).toBe(expected);
+      const inTransaction = await failure(() =>
+        db.knex.transaction((trx) => trx.raw(statement, ['0000-01-01T00:00:00Z'])),
+      );
+      expect(describeError(inTransaction)).toBe(expected);
     } finally {
       await db.close();
     }

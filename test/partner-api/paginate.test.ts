@@ -179,5 +179,10 @@ describe('error text helpers', () => {
     expect(platformErrorText('{"error":{"name":["is required"]}}')).toBe('{"name":["is required"]}');
     expect(platformErrorText('<html>\n Not Found </html>')).toBe('<html> Not Found </html>');
     expect(platformErrorText('')).toBe('(no error text)');
+    // Stored as the error text of what was sent: bounded, and never text PostgreSQL refuses.
+    expect(platformErrorText(JSON.stringify({ error: `bad\u0000${'x'.repeat(1_000)}` }))).toBe(
+      `bad\uFFFD${'x'.repeat(296)}`,
+    );
+    expect(platformErrorText('oops\u0000')).toBe('oops\uFFFD');
   });
 });

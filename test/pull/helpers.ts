@@ -1,7 +1,15 @@
+import { afterAll, beforeAll } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import { makePartnerApi, type PartnerApi, type PartnerApiOptions } from '../../src/partner-api/client.js';
 import { type HttpClient, makeHttpClient } from '../../src/partner-api/http.js';
 import type { PullContext } from '../../src/pull/context.js';
+import { freshDb } from '../helpers/db.js';
+import {
+  type FakeAnswer,
+  type FakePlatform,
+  type FakeRequest,
+  startFakePlatform,
+} from '../helpers/fakePlatform.js';
 import { quietLog } from '../helpers/log.js';
 
 /** A client with short timeouts and quick retries, so injected hangs cost little. */
@@ -42,3 +50,31 @@ export const pullContext = (db: Db, api: PartnerApi, over: Partial<PullContext> 
   detailConcurrency: 4,
   ...over,
 });
+
+export interface FakePlatformFixture {
+  readonly platform: FakePlatform;
+  readonly db: Db;
+  readonly api: PartnerApi;
+}
+
+/**
+ * For the describe block it is called in: a fake platform answering `answer` over real HTTP, a
+ * fresh database, and a test client of the platform; all three closed after the block.
+ */
+export function fakePlatformFixture(
+  answer: (req: FakeRequest) => FakeAnswer,
+  over: Partial<PartnerApiOptions> = {},
+): FakePlatformFixture {
+  const fixture = {} as { platform: FakePlatform; db: Db; api: PartnerApi };
+  beforeAll(async () => {
+    fixture.platform = await startFakePlatform(answer);
+    fixture.db = await freshDb();
+    fixture.api = testApi({ url: fixture.platform.url, apiKey: 'rm_test_key_123456' }, over);
+  });
+  afterAll(async () => {
+    await fixture.api?.close();
+    await fixture.platform?.close();
+    await fixture.db?.close();
+  });
+  return fixture;
+}

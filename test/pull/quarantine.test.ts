@@ -1,18 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Db } from '../../src/db/connect.js';
+import { describe, expect, it } from 'vitest';
 import { JOB } from '../../src/jobs/jobNames.js';
 import { runJob } from '../../src/jobs/runner.js';
 import { makeMetrics } from '../../src/metrics.js';
-import type { PartnerApi } from '../../src/partner-api/client.js';
 import { ApiSchemaError } from '../../src/partner-api/errors.js';
 import { syncReviews } from '../../src/pull/syncReviews.js';
 import { readCheckpoint } from '../../src/pull/syncStateSql.js';
 import { formatStatus, readStatus } from '../../src/status/report.js';
-import { freshDb } from '../helpers/db.js';
-import { type FakePlatform, startFakePlatform } from '../helpers/fakePlatform.js';
 import { quietLog } from '../helpers/log.js';
-import { pullContext, testApi } from './helpers.js';
+import { fakePlatformFixture, pullContext } from './helpers.js';
 
 const MINUTE = 60_000;
 const review = (i: number, at: number): Record<string, unknown> => ({
@@ -28,23 +24,24 @@ const review = (i: number, at: number): Record<string, unknown> => ({
 
 /** Issue 9 item 1: the real pull over real HTTP against a feed carrying records that fail the schema. */
 describe('a review feed with invalid records', () => {
-  let platform: FakePlatform;
-  let db: Db;
-  let api: PartnerApi;
   const metrics = makeMetrics();
-  // Newest first; three broken records on the first page, among 250.
+  // Newest first; five broken records among 250, four of them on the first page.
   const start = Date.now() - 500 * MINUTE;
   const feed: Array<Record<string, unknown>> = Array.from({ length: 250 }, (_, i) =>
     review(i, start - i * MINUTE),
   );
-  feed[3] = { ...feed[3], rating: 7 };
+  // Its comment ends in half an emoji, which jsonb cannot hold: it is kept as U+FFFD.
+  feed[3] = { ...feed[3], rating: 7, comment: 'cut \ud83d' };
   feed[10] = { ...feed[10], created_at: 'not-a-date' };
+  // Valid ISO 8601 that PostgreSQL cannot store: year zero, and an offset past its ±15:59.
+  feed[20] = { ...feed[20], created_at: '0000-06-01T00:00:00Z' };
+  feed[30] = { ...feed[30], created_at: '2026-01-01T10:00:00+16:00' };
   const { id: _, ...withoutId } = feed[42]!;
   feed[42] = withoutId;
   let brokenFormat = false;
 
-  beforeAll(async () => {
-    platform = await startFakePlatform(({ path, query }) => {
+  const fx = fakePlatformFixture(
+    ({ path, query }) => {
       if (path !== '/reviews') return { status: 404, body: { error: 'not found' } };
       const since = query.get('since');
       const visible = feed.filter((r) => since === null || String(r.created_at) >= since);
@@ -65,55 +62,51 @@ describe('a review feed with invalid records', () => {
           },
         },
       };
-    });
-    db = await freshDb();
-    api = testApi({ url: platform.url, apiKey: 'rm_test_key_123456' }, { pageSize: 100 });
-  });
-  afterAll(async () => {
-    await api?.close();
-    await platform?.close();
-    await db?.close();
-  });
+    },
+    { pageSize: 100 },
+  );
 
   const sync = () =>
     runJob(
-      { db, log: quietLog, metrics },
-      { name: JOB.reviews, run: (c, s) => syncReviews(pullContext(db, api, { metrics }), c, s) },
+      { db: fx.db, log: quietLog, metrics },
+      { name: JOB.reviews, run: (c, s) => syncReviews(pullContext(fx.db, fx.api, { metrics }), c, s) },
       { wait: false },
     );
-  const stored = async () => Number((await db.knex(db.table('reviews')).count({ n: '*' }))[0]!.n);
+  const stored = async () => Number((await fx.db.knex(fx.db.table('reviews')).count({ n: '*' }))[0]!.n);
   const quarantined = async () =>
-    Number((await db.knex(db.table('review_quarantine')).count({ n: '*' }))[0]!.n);
+    Number((await fx.db.knex(fx.db.table('review_quarantine')).count({ n: '*' }))[0]!.n);
 
   it('stores every valid record, quarantines the invalid ones with their reason, and moves on', async () => {
     const run = await sync();
     expect(run.outcome).toBe('success');
-    expect(run.counts).toMatchObject({ fetched: 247, inserted: 247, quarantined: 3 });
-    expect(await stored()).toBe(247);
-    const rows = await db.knex(db.table('review_quarantine')).orderBy('id');
+    expect(run.counts).toMatchObject({ fetched: 245, inserted: 245, quarantined: 5 });
+    expect(await stored()).toBe(245);
+    const rows = await fx.db.knex(fx.db.table('review_quarantine')).orderBy('id');
     expect(rows.map((r) => [r.review_id, r.reason])).toEqual([
       [feed[3]!.id, expect.stringMatching(/^rating: /)],
-      [feed[10]!.id, expect.stringMatching(/^created_at: /)],
+      [feed[10]!.id, 'created_at: must be an ISO 8601 timestamp'],
+      [feed[20]!.id, expect.stringMatching(/^created_at: must be a timestamp PostgreSQL can store/)],
+      [feed[30]!.id, expect.stringMatching(/^created_at: must be a timestamp PostgreSQL can store/)],
       [null, expect.stringMatching(/^id: /)],
     ]);
-    expect(rows[0].raw).toEqual(feed[3]);
-    expect(await metrics.registry.metrics()).toContain('review_mirror_reviews_quarantined_total 3');
-    const report = await readStatus(db);
-    expect(report.quarantine).toMatchObject({ records: 3 });
-    expect(formatStatus(report)).toContain('quarantined    3 invalid review records');
+    expect(rows[0].raw).toEqual({ ...feed[3], comment: 'cut \uFFFD' });
+    expect(await metrics.registry.metrics()).toContain('review_mirror_reviews_quarantined_total 5');
+    const report = await readStatus(fx.db);
+    expect(report.quarantine).toMatchObject({ records: 5 });
+    expect(formatStatus(report)).toContain('quarantined    5 invalid review records');
   });
 
   it('keeps polling new reviews afterwards; a record seen again is one more sighting, not a new row', async () => {
     feed.unshift(review(1000, Date.now() - MINUTE), review(1001, Date.now() - 2 * MINUTE));
     const run = await sync();
     expect(run.outcome).toBe('success');
-    expect(await stored()).toBe(249);
-    expect(await quarantined()).toBe(3);
-    expect(await metrics.registry.metrics()).toContain('review_mirror_reviews_quarantined_total 3');
+    expect(await stored()).toBe(247);
+    expect(await quarantined()).toBe(5);
+    expect(await metrics.registry.metrics()).toContain('review_mirror_reviews_quarantined_total 5');
   });
 
   it('stops loudly, storing nothing and leaving the watermark, when most of a page fails: a format change', async () => {
-    const before = (await readCheckpoint(db.knex, db, JOB.reviews)).watermark;
+    const before = (await readCheckpoint(fx.db.knex, fx.db, JOB.reviews)).watermark;
     feed.unshift(review(2000, Date.now() - MINUTE / 2));
     brokenFormat = true;
     const error = await sync().then(
@@ -123,10 +116,10 @@ describe('a review feed with invalid records', () => {
     brokenFormat = false;
     expect(error).toBeInstanceOf(ApiSchemaError);
     expect((error as Error).message).toMatch(/most of the page fails the schema/);
-    expect((await readCheckpoint(db.knex, db, JOB.reviews)).watermark).toEqual(before);
-    expect(await stored()).toBe(249);
-    expect(await quarantined()).toBe(3);
-    const failed = await db.knex(db.table('sync_runs')).where({ outcome: 'failed' }).first();
+    expect((await readCheckpoint(fx.db.knex, fx.db, JOB.reviews)).watermark).toEqual(before);
+    expect(await stored()).toBe(247);
+    expect(await quarantined()).toBe(5);
+    const failed = await fx.db.knex(fx.db.table('sync_runs')).where({ outcome: 'failed' }).first();
     expect(failed.error_kind).toBe('fatal');
   });
 });

@@ -135,15 +135,16 @@ describe('the events outbox', () => {
       );
       await writeFile(
         file,
-        `event_id,email,event_type,metadata\n${rows.join('\n')}\n,nokey@example.com,appointment.completed,\nev-bad,someone@example.com,not a type,\n`,
+        // The last row's metadata escapes U+0000, which jsonb cannot hold: refused alone, not the file.
+        `event_id,email,event_type,metadata\n${rows.join('\n')}\n,nokey@example.com,appointment.completed,\nev-bad,someone@example.com,not a type,\nev-nul,nul@example.com,appointment.completed,"{""k"":""\\u0000""}"\nev-cut,cut@example.com,appointment.completed,"{""\\ud83d"":1}"\n`,
       );
       for (let drop = 0; drop < 3; drop++) {
         const pushed = await runCli(['events', 'push', file], env);
         expect(pushed.code).toBe(0);
         expect(pushed.stdout).toContain(
           drop === 0
-            ? 'read=52 enqueued=50 already_known=0 rejected=2'
-            : 'read=52 enqueued=0 already_known=50 rejected=2',
+            ? 'read=54 enqueued=50 already_known=0 rejected=4'
+            : 'read=54 enqueued=0 already_known=50 rejected=4',
         );
         const flushed = await runCli(['events', 'flush'], env);
         expect(flushed.stdout).toContain(`sent=${drop === 0 ? 50 : 0} retried=0 failed=0`);
@@ -154,6 +155,8 @@ describe('the events outbox', () => {
       expect(report).toEqual([
         '52,event_id,is missing (the key that makes the event sent once),',
         '53,event_type,must be a dotted name such as matter.closed,',
+        '54,metadata,"holds a NUL character (U+0000), which cannot be stored",',
+        '55,metadata,"holds half of a character (a lone UTF-16 surrogate), which cannot be stored",',
       ]);
     });
 

@@ -73,6 +73,34 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
     expect(records(items).map((r) => r.line)).toEqual([2, 4]);
   });
 
+  it('reports a field holding U+0000, which PostgreSQL text cannot hold, and reads the rest', async () => {
+    const csv = await read('nul.csv', 'email,name\na@example.com,A\u0000B\nb@example.com,Ok\n');
+    const nul = 'holds a NUL character (U+0000), which cannot be stored';
+    expect(errors(csv)).toEqual([{ line: 2, field: 'name', reason: nul }]);
+    expect(records(csv).map((r) => r.line)).toEqual([3]);
+    const jsonl = await read(
+      'nul.jsonl',
+      `${JSON.stringify({ email: 'a@example.com', name: 'A\u0000' })}\n{"email":"b@example.com"}\n`,
+    );
+    expect(errors(jsonl)).toEqual([{ line: 1, field: 'name', reason: nul }]);
+    expect(records(jsonl).map((r) => r.line)).toEqual([2]);
+  });
+
+  it('reports half a character escaped in JSON (an emoji cut in two), and reads the rest', async () => {
+    const items = await read(
+      'cut.jsonl',
+      '{"email":"a@example.com","name":"Zoe \\ud83d"}\n{"email":"b@example.com","name":"Ok \\ud83d\\udc4d"}\n',
+    );
+    expect(errors(items)).toEqual([
+      {
+        line: 1,
+        field: 'name',
+        reason: 'holds half of a character (a lone UTF-16 surrogate), which cannot be stored',
+      },
+    ]);
+    expect(records(items)).toEqual([{ line: 2, fields: { email: 'b@example.com', name: 'Ok 👍' } }]);
+  });
+
   it('keeps quoted commas, quotes and newlines in one field, and numbers records by their first line', async () => {
     const items = await read(
       'quoted.csv',

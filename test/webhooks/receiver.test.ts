@@ -257,6 +257,13 @@ describe('webhook receiver over HTTP', () => {
           signedRaw(JSON.stringify({ event: 'review.created', timestamp: '1', data: { ...r, rating: 'x' } })),
       },
       {
+        // Valid ISO 8601, but PostgreSQL has no year zero: refused here, not by a failed commit.
+        name: 'signed review with a created_at the database cannot store',
+        status: 400,
+        reason: 'invalid_event',
+        build: (r) => signedDelivery(SECRET, { ...r, created_at: '0000-01-01T00:00:00Z' }),
+      },
+      {
         name: 'body over the limit',
         status: 413,
         reason: 'body_too_large',
@@ -332,15 +339,20 @@ describe('webhook receiver over HTTP', () => {
   });
 
   it('answers 503 for a delivery the database refuses, without failing those committed with it', async () => {
-    // Valid ISO 8601, but PostgreSQL has no year 0: the commit of this delivery fails.
-    const poisoned = makeReview({ created_at: '0000-01-01T00:00:00Z' });
+    // Validation passes nothing the schema cannot store, so a constraint added for this test plays
+    // the database refusing one delivery.
+    const reviews = db.table('reviews');
+    await db.knex.raw(`alter table ?? add constraint refuses_poison check (review_number <> 'POISON')`, [
+      reviews,
+    ]);
+    const poisoned = makeReview({ review_number: 'POISON' });
     const good = Array.from({ length: 20 }, () => makeReview());
     const responses = await Promise.all(
       [poisoned, ...good].map((r) => {
         const d = signedDelivery(SECRET, r);
         return post(d.headers, d.body);
       }),
-    );
+    ).finally(() => db.knex.raw('alter table ?? drop constraint refuses_poison', [reviews]));
     expect(responses[0]!.status).toBe(503);
     expect(responses.slice(1).map((r) => r.status)).toEqual(good.map(() => 200));
     expect(await stored(poisoned.id)).toEqual({ reviews: 0, inbox: 0 });

@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { storableJson, storableText, unstorableReason } from '../../src/db/storableText.js';
+
+describe('what PostgreSQL can store', () => {
+  it('text: U+0000 becomes U+FFFD, everything else stays', () => {
+    expect(storableText('a\u0000b\u0000')).toBe('a\uFFFDb\uFFFD');
+    expect(storableText('Zoë 👍')).toBe('Zoë 👍');
+    expect(storableText(null)).toBeNull();
+  });
+
+  it('jsonb: U+0000 and half characters become U+FFFD in strings and keys; escapes as text stay text', () => {
+    const raw = { 'k\u0000': ['cut \ud83d', 'ok 👍', '\udc4d alone'], literal: '\\u0000 and \\ud83d', n: 1 };
+    expect(JSON.parse(storableJson(raw))).toEqual({
+      'k\uFFFD': ['cut \uFFFD', 'ok 👍', '\uFFFD alone'],
+      literal: '\\u0000 and \\ud83d',
+      n: 1,
+    });
+    expect(storableJson(undefined)).toBe('null');
+  });
+
+  it('says why a value cannot be stored as given, or nothing', () => {
+    expect(unstorableReason('a\u0000')).toMatch(/NUL character/);
+    expect(unstorableReason('cut \ud83d')).toMatch(/lone UTF-16 surrogate/);
+    expect(unstorableReason('\udc4d')).toMatch(/lone UTF-16 surrogate/);
+    expect(unstorableReason('ok 👍 twice 👍')).toBeUndefined();
+  });
+});
