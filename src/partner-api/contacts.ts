@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Contact } from '../push/contacts/contactRow.js';
-import type { HttpClient } from './http.js';
+import { answerText, type HttpClient } from './http.js';
 
 // Spec 4.1: "Response body and status codes: not shown". Whatever comes back is accepted; the
 // contact's id and whether it was created are taken when they can be found.
@@ -8,7 +8,7 @@ const upsertAnswerSchema = z.unknown().transform((body) => {
   const record = (body ?? {}) as { contact?: { id?: unknown }; id?: unknown; created?: unknown };
   const id = record.contact?.id ?? record.id;
   return {
-    id: typeof id === 'string' || typeof id === 'number' ? String(id) : null,
+    id: answerText(id),
     created: typeof record.created === 'boolean' ? record.created : null,
   };
 });

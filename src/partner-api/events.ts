@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { HttpClient } from './http.js';
+import { answerText, type HttpClient } from './http.js';
 
 /** An event as sent (spec 4.2): to a contact by email or by the platform's contact id. */
 export interface EventBody {
@@ -20,8 +20,8 @@ const acceptedSchema = z.unknown().transform((body) => {
   const id = record.id ?? record.event?.id;
   const status = record.status ?? record.event?.status;
   return {
-    id: typeof id === 'string' || typeof id === 'number' ? String(id) : null,
-    status: typeof status === 'string' ? status : null,
+    id: answerText(id),
+    status: typeof status === 'string' ? answerText(status) : null,
   };
 });
 

@@ -294,6 +294,16 @@ export function formatPath(path: ReadonlyArray<PropertyKey>): string {
 const errorBodySchema = z.object({ error: z.unknown() }).partial();
 
 /**
+ * A field of an answer whose shape the spec does not show (an id, a status), as text that can be
+ * stored: a string or a number, bounded, U+0000 as U+FFFD; anything else null. It is recorded
+ * after the request was sent, in one statement with other outcomes, which must not fail on it.
+ */
+export function answerText(value: unknown): string | null {
+  if (typeof value !== 'string' && typeof value !== 'number') return null;
+  return storableText(String(value).slice(0, 200));
+}
+
+/**
  * The platform's `error` field (spec 7: structure not specified), else a short excerpt of the body.
  * Bounded, and storable: it becomes the stored error text of a contact, an event or a run, and a
  * write that fails on it would lose the record of a request that was sent.
