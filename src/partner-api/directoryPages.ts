@@ -1,9 +1,28 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import type { HttpClient } from './http.js';
 import { continuationOf, type Page, paginate } from './paginate.js';
 import type { Pagination } from './paginationSchema.js';
 import type { ResourceOptions } from './resourceOptions.js';
-import { splitValid } from './validRecords.js';
+import { type RejectedRecord, rejection, splitValid } from './validRecords.js';
+
+/** A single record read for the mirror: the record, or, when it fails its schema, its rejection. */
+export type CheckedRecord<T> = { readonly record: T } | { readonly rejected: RejectedRecord };
+
+/**
+ * The single read of a directory record by slug, for the mirror: a record that fails its schema
+ * comes back to be quarantined, as a listed one would, instead of failing the whole sync.
+ */
+export async function readDirectoryRecord<T>(
+  http: HttpClient,
+  path: string,
+  route: string,
+  schema: z.ZodType<T>,
+  signal?: AbortSignal,
+): Promise<CheckedRecord<T>> {
+  const body = await http.request('GET', path, { route, schema: z.unknown(), signal });
+  const parsed = schema.safeParse(body);
+  return parsed.success ? { record: parsed.data } : { rejected: rejection(body, parsed.error) };
+}
 
 /**
  * The listing of a directory resource (spec 4.4, 4.5): active or inactive records, page by page,

@@ -1,4 +1,4 @@
-import { directoryPages } from './directoryPages.js';
+import { type CheckedRecord, directoryPages, readDirectoryRecord } from './directoryPages.js';
 import type { HttpClient } from './http.js';
 import { type Location, locationPageSchema, locationSchema } from './locationsSchema.js';
 import type { Page } from './paginate.js';
@@ -8,6 +8,8 @@ export interface LocationsApi {
   /** The active (or the inactive) locations from `cursor` (null: the first page). */
   pages(active: boolean, cursor: string | null, signal?: AbortSignal): AsyncGenerator<Page<Location>>;
   get(slug: string, signal?: AbortSignal): Promise<Location>;
+  /** The same read for the mirror: a record failing its schema comes back as its rejection. */
+  read(slug: string, signal?: AbortSignal): Promise<CheckedRecord<Location>>;
   /**
    * Creates a location (spec 4.4). Never retried by the transport: a lost answer is resolved by
    * the caller reading the slug back, not by sending the request again.
@@ -27,6 +29,8 @@ export interface NewLocation {
   readonly active?: boolean | undefined;
 }
 
+const SINGLE_ROUTE = 'GET /locations/:slug';
+
 export function makeLocationsApi(http: HttpClient, options: ResourceOptions): LocationsApi {
   return {
     pages: (active, cursor, signal) =>
@@ -40,10 +44,18 @@ export function makeLocationsApi(http: HttpClient, options: ResourceOptions): Lo
       ),
     get: (slug, signal) =>
       http.request('GET', `/locations/${encodeURIComponent(slug)}`, {
-        route: 'GET /locations/:slug',
+        route: SINGLE_ROUTE,
         schema: locationSchema,
         signal,
       }),
+    read: (slug, signal) =>
+      readDirectoryRecord(
+        http,
+        `/locations/${encodeURIComponent(slug)}`,
+        SINGLE_ROUTE,
+        locationSchema,
+        signal,
+      ),
     create: (body, signal) =>
       http.request('POST', '/locations', { body, schema: locationSchema, idempotent: false, signal }),
   };

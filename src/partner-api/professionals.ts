@@ -1,4 +1,4 @@
-import { directoryPages } from './directoryPages.js';
+import { type CheckedRecord, directoryPages, readDirectoryRecord } from './directoryPages.js';
 import type { HttpClient } from './http.js';
 import type { Page } from './paginate.js';
 import {
@@ -19,6 +19,8 @@ export interface ProfessionalsApi {
   ): AsyncGenerator<Page<ProfessionalListItem>>;
   /** The single read: the only response carrying `location_id`. */
   get(slug: string, signal?: AbortSignal): Promise<Professional>;
+  /** The same read for the mirror: a record failing its schema comes back as its rejection. */
+  read(slug: string, signal?: AbortSignal): Promise<CheckedRecord<Professional>>;
   /**
    * Creates a professional (spec 4.5), which emails an invite to a real person. Never retried by
    * the transport: a lost answer is resolved by the caller reading the slug back.
@@ -35,6 +37,8 @@ export interface NewProfessional {
   readonly location_id?: number | undefined;
   readonly active?: boolean | undefined;
 }
+
+const SINGLE_ROUTE = 'GET /professionals/:slug';
 
 export function makeProfessionalsApi(http: HttpClient, options: ResourceOptions): ProfessionalsApi {
   return {
@@ -54,10 +58,18 @@ export function makeProfessionalsApi(http: HttpClient, options: ResourceOptions)
       ),
     get: (slug, signal) =>
       http.request('GET', `/professionals/${encodeURIComponent(slug)}`, {
-        route: 'GET /professionals/:slug',
+        route: SINGLE_ROUTE,
         schema: professionalSchema,
         signal,
       }),
+    read: (slug, signal) =>
+      readDirectoryRecord(
+        http,
+        `/professionals/${encodeURIComponent(slug)}`,
+        SINGLE_ROUTE,
+        professionalSchema,
+        signal,
+      ),
     create: (body, signal) =>
       http.request('POST', '/professionals', { body, schema: professionalSchema, idempotent: false, signal }),
   };

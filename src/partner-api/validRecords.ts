@@ -9,6 +9,12 @@ export interface RejectedRecord {
   readonly reason: string;
 }
 
+/** A record `schema` rejected, with the first offending field and why. */
+export function rejection(raw: unknown, error: z.ZodError): RejectedRecord {
+  const issue = error.issues[0]!;
+  return { raw, reason: `${formatPath(issue.path)}: ${issue.message}` };
+}
+
 /**
  * One bad record must not fail its page (a resumable walk would stop on it for ever), but a page
  * where most records fail is not bad data: the platform changed its schema, and quarantining
@@ -34,8 +40,7 @@ export function splitValid<S extends z.ZodType>(
       valid.push(parsed.data);
       continue;
     }
-    const issue = parsed.error.issues[0]!;
-    rejected.push({ raw, reason: `${formatPath(issue.path)}: ${issue.message}` });
+    rejected.push(rejection(raw, parsed.error));
   }
   if (rejected.length >= SCHEMA_CHANGE_MIN_RECORDS && rejected.length * 2 > records.length) {
     const first = rejected[0]!;

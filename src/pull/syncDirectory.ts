@@ -12,8 +12,9 @@ import {
   upsertProfessionals,
 } from '../mirror/directorySql.js';
 import { quarantineRecords, rejectedRecordId } from '../mirror/quarantineSql.js';
+import type { CheckedRecord } from '../partner-api/directoryPages.js';
 import { ApiRequestError } from '../partner-api/errors.js';
-import type { Professional, ProfessionalListItem } from '../partner-api/professionalsSchema.js';
+import type { Professional } from '../partner-api/professionalsSchema.js';
 import type { RejectedRecord } from '../partner-api/validRecords.js';
 import type { PullContext } from './context.js';
 import { mapBounded } from './mapBounded.js';
@@ -42,7 +43,7 @@ export async function syncLocations(
     }
   }
   await confirmUnlisted(ctx, 'locations', startedAt, counts, {
-    read: (slug) => ctx.api.locations.get(slug, signal),
+    read: (slug) => ctx.api.locations.read(slug, signal),
     store: (found) => upsertLocations(db.knex, db, found),
   });
   addCount(counts, 'removed', await markRemovedFenced(ctx, 'locations', startedAt, fence));
@@ -74,16 +75,16 @@ export async function syncProfessionals(
         needsDetail(stored.get(item.id), item, { full: options.full, now: startedAt }),
       );
       const details = new Map<string, Professional>();
+      // A single record failing its schema is quarantined; its listed fields are stored without it.
+      const rejectedDetails: RejectedRecord[] = [];
       await mapBounded(toRead, ctx.detailConcurrency, async (item) => {
-        const detail = await readDetail(ctx, item, signal);
-        if (detail !== undefined) details.set(item.id, detail);
+        const read = await readIfSame(item.id, () => api.professionals.read(item.slug, signal));
+        if (read === undefined) return;
+        if ('record' in read) details.set(item.id, read.record);
+        else rejectedDetails.push(read.rejected);
       });
-      if (toRead.length > details.size) {
-        log.info(
-          { missing: toRead.length - details.size },
-          'professionals renamed or gone since listed; read next run',
-        );
-      }
+      const missing = toRead.length - details.size - rejectedDetails.length;
+      if (missing > 0) log.info({ missing }, 'professionals renamed or gone since listed; read next run');
       const written = await upsertProfessionals(
         db.knex,
         db,
@@ -92,11 +93,11 @@ export async function syncProfessionals(
       addCount(counts, 'pages');
       addCount(counts, 'fetched', written);
       addCount(counts, 'details', details.size);
-      await quarantineListed(ctx, 'professionals', page.rejected, counts);
+      await quarantineListed(ctx, 'professionals', [...(page.rejected ?? []), ...rejectedDetails], counts);
     }
   }
   await confirmUnlisted(ctx, 'professionals', startedAt, counts, {
-    read: (slug) => ctx.api.professionals.get(slug, signal),
+    read: (slug) => ctx.api.professionals.read(slug, signal),
     store: (found) =>
       upsertProfessionals(
         db.knex,
@@ -109,18 +110,19 @@ export async function syncProfessionals(
 }
 
 /**
- * A listing's records that failed their schema go to the quarantine, and the rest of the page was
- * stored. A stored record among them still exists on the platform: it counts as listed, keeping
- * its last valid version, instead of being marked removed.
+ * Records a listing or a single read returned that failed their schema go to the quarantine, and
+ * the rest was stored. A stored record among them (by its id, or one of `alsoListed`) still exists
+ * on the platform: it counts as listed, keeping its last valid version, instead of being removed.
  */
 async function quarantineListed(
   ctx: PullContext,
   resource: DirectoryTable,
   rejected: readonly RejectedRecord[] | undefined,
   counts: RunCounts,
+  alsoListed: readonly string[] = [],
 ): Promise<void> {
   if (rejected === undefined || rejected.length === 0) return;
-  const ids: string[] = [];
+  const ids = [...alsoListed];
   for (const r of rejected) {
     const id = rejectedRecordId(r.raw);
     if (id !== null) ids.push(id);
@@ -147,22 +149,20 @@ function markRemovedFenced(
   });
 }
 
-/** The single record, or undefined when its slug no longer names it (renamed or deleted since the listing). */
-async function readDetail(
-  ctx: PullContext,
-  item: ProfessionalListItem,
-  signal?: AbortSignal,
-): Promise<Professional | undefined> {
-  return readIfSame(item.id, () => ctx.api.professionals.get(item.slug, signal));
-}
-
+/**
+ * The single record by slug, or undefined when the slug no longer names the record with `id`
+ * (renamed or deleted since the listing). One that fails its schema is taken as that record
+ * unless the id it carries says otherwise.
+ */
 async function readIfSame<T extends { id: string | number }>(
   id: string | number,
-  read: () => Promise<T>,
-): Promise<T | undefined> {
+  read: () => Promise<CheckedRecord<T>>,
+): Promise<CheckedRecord<T> | undefined> {
   try {
-    const record = await read();
-    return record.id === id ? record : undefined;
+    const checked = await read();
+    if ('record' in checked) return checked.record.id === id ? checked : undefined;
+    const carried = rejectedRecordId(checked.rejected.raw);
+    return carried === null || carried === String(id) ? checked : undefined;
   } catch (error) {
     if (error instanceof ApiRequestError && error.status === 404) return undefined;
     throw error;
@@ -172,19 +172,33 @@ async function readIfSame<T extends { id: string | number }>(
 /**
  * A record missing from both listings is read once more by its slug before it is called removed:
  * one that changed `active` between the two listings of a run appears in neither, yet still exists.
- * What the single read finds is stored (and so seen); the rest is left for marking.
+ * What the single read finds is stored (and so seen), or quarantined and kept when it fails its
+ * schema; the rest is left for marking.
  */
 async function confirmUnlisted<T extends { id: string | number }>(
   ctx: PullContext,
   tableName: DirectoryTable,
   startedAt: Date,
   counts: RunCounts,
-  io: { read: (slug: string) => Promise<T>; store: (found: T[]) => Promise<unknown> },
+  io: { read: (slug: string) => Promise<CheckedRecord<T>>; store: (found: T[]) => Promise<unknown> },
 ): Promise<void> {
   const candidates = await unlistedSince(ctx.db.knex, ctx.db, tableName, startedAt);
-  const found = (
-    await mapBounded(candidates, ctx.detailConcurrency, (c) => readIfSame(c.id, () => io.read(c.slug)))
-  ).filter((r): r is Awaited<T> => r !== undefined);
+  const reads = await mapBounded(candidates, ctx.detailConcurrency, async (c) => ({
+    id: String(c.id),
+    read: await readIfSame(c.id, () => io.read(c.slug)),
+  }));
+  const found: T[] = [];
+  const rejected: RejectedRecord[] = [];
+  const kept: string[] = [];
+  for (const { id, read } of reads) {
+    if (read === undefined) continue;
+    if ('record' in read) found.push(read.record);
+    else {
+      rejected.push(read.rejected);
+      kept.push(id);
+    }
+  }
+  await quarantineListed(ctx, tableName, rejected, counts, kept);
   if (found.length === 0) return;
   await io.store(found);
   addCount(counts, 'confirmed', found.length);

@@ -53,17 +53,29 @@ describe('directory listings with invalid records', () => {
     location(5),
     location(6),
     location(7),
+    location(8),
+    location(9),
   ];
   let professionals: Json[] = [professional(1), professional(2, { first_name: null }), professional(3)];
+  // The single reads, by slug: what a location reads as once unlisted, and each professional's
+  // location_id (pro-3's past 32 bits).
+  const singleLocations = new Map<string, Json>();
+  const locationIdOf = (slug: unknown) => (slug === 'pro-3' ? 2 ** 31 : 1);
 
   const fx = fakePlatformFixture(({ path, query }) => {
     const active = query.get('active') === 'true';
     if (path === '/locations') return listing('locations', active ? locations : []);
     if (path === '/professionals') return listing('professionals', active ? professionals : []);
-    const slug = /^\/professionals\/(.+)$/.exec(path)?.[1];
-    const found = professionals.find((p) => p.slug === slug);
-    if (found) return { status: 200, body: { ...found, location_id: 1 } };
-    return { status: 404, body: { error: 'not found' } };
+    const single = /^\/(locations|professionals)\/(.+)$/.exec(path);
+    const found =
+      single?.[1] === 'locations'
+        ? singleLocations.get(single[2]!)
+        : professionals.find((p) => p.slug === single?.[2]);
+    if (found === undefined) return { status: 404, body: { error: 'not found' } };
+    return {
+      status: 200,
+      body: single?.[1] === 'locations' ? found : { ...found, location_id: locationIdOf(found.slug) },
+    };
   });
 
   const ctx = () => pullContext(fx.db, fx.api, { metrics });
@@ -88,7 +100,7 @@ describe('directory listings with invalid records', () => {
   it('stores the valid locations, quarantines the rest with their reason, and makes text storable', async () => {
     const run = await syncLocationsJob();
     expect(run.outcome).toBe('success');
-    expect(run.counts).toMatchObject({ fetched: 5, quarantined: 2 });
+    expect(run.counts).toMatchObject({ fetched: 7, quarantined: 2 });
     const stored = await fx.db
       .knex(fx.db.table('locations'))
       .orderBy('id')
@@ -99,6 +111,8 @@ describe('directory listings with invalid records', () => {
       { id: 5, name: 'Location 5', removed_at: null },
       { id: 6, name: 'Location 6', removed_at: null },
       { id: 7, name: 'Location 7', removed_at: null },
+      { id: 8, name: 'Location 8', removed_at: null },
+      { id: 9, name: 'Location 9', removed_at: null },
     ]);
     expect(await quarantine()).toEqual([
       {
@@ -126,7 +140,7 @@ describe('directory listings with invalid records', () => {
     locations = locations.map((l) => (l.id === 1 ? { ...l, name: 'Renamed', created_at: 'yesterday' } : l));
     const run = await syncLocationsJob();
     expect(run.outcome).toBe('success');
-    expect(run.counts).toMatchObject({ fetched: 4, quarantined: 3, removed: 0 });
+    expect(run.counts).toMatchObject({ fetched: 6, quarantined: 3, removed: 0 });
     const first = await fx.db.knex(fx.db.table('locations')).where({ id: 1 }).first();
     expect(first).toMatchObject({ name: 'Location 1', removed_at: null });
     const rows = await quarantine();
@@ -141,22 +155,48 @@ describe('directory listings with invalid records', () => {
     );
   });
 
-  it('does the same for professionals: the valid ones stored with their location, the invalid one quarantined', async () => {
+  it('reads an unlisted location by its slug: kept and quarantined when that read is invalid, else removed', async () => {
+    // Location 5 leaves the listings but still reads, invalid; location 6 is gone.
+    singleLocations.set('loc-5', location(5, { created_at: 'soon' }));
+    locations = locations.filter((l) => l.id !== 5 && l.id !== 6);
+    const run = await syncLocationsJob();
+    expect(run.outcome).toBe('success');
+    expect(run.counts).toMatchObject({ removed: 1 });
+    const rows = await fx.db.knex(fx.db.table('locations')).whereIn('id', [5, 6]).orderBy('id');
+    expect(rows.map((r) => [r.id, r.removed_at === null])).toEqual([
+      [5, true],
+      [6, false],
+    ]);
+    expect((await quarantine()).at(-1)).toMatchObject({
+      record_id: '5',
+      reason: expect.stringMatching(/^created_at: /),
+    });
+  });
+
+  it('does the same for professionals: the valid ones stored, the invalid listing and single read quarantined', async () => {
     const run = await syncProfessionalsJob();
     expect(run.outcome).toBe('success');
-    expect(run.counts).toMatchObject({ fetched: 2, details: 2, quarantined: 1 });
+    expect(run.counts).toMatchObject({ fetched: 2, details: 1, quarantined: 2 });
     const stored = await fx.db
       .knex(fx.db.table('professionals'))
       .orderBy('slug')
       .select('slug', 'location_id');
+    // pro-3's listed fields are stored; its location_id is read again next run.
     expect(stored).toEqual([
       { slug: 'pro-1', location_id: 1 },
-      { slug: 'pro-3', location_id: 1 },
+      { slug: 'pro-3', location_id: null },
     ]);
-    const [row] = await fx.db.knex(fx.db.table('directory_quarantine')).where({ resource: 'professionals' });
+    const [row, detail] = await fx.db
+      .knex(fx.db.table('directory_quarantine'))
+      .where({ resource: 'professionals' })
+      .orderBy('id');
     expect(row).toMatchObject({
       record_id: professionals[1]!.id,
       reason: expect.stringMatching(/^first_name: /),
+    });
+    expect(detail).toMatchObject({
+      record_id: professionals[2]!.id,
+      reason: expect.stringMatching(/^location_id: /),
     });
     expect(row.raw).toEqual(professionals[1]);
   });
