@@ -57,13 +57,26 @@ export function planFullWalk(state: WalkCheckpoint): WalkPlan {
   return { since: null, cursor: null, newest: null, resumed: false };
 }
 
-/** The newest of `current` and the created_at of `items`. */
+/**
+ * The newest of `current` and the created_at of `items`, which passed isoTimestamp. Two such
+ * timestamps in UTC (`Z`) of the same length have the same fields at the same places, so their
+ * text order is their time order: only the page's newest of them is parsed, the rest compared as
+ * text (parsing every one was 3% of a backfill's CPU; docs/benchmarks.md). Any other is parsed.
+ */
 export function newestCreatedAt(
   current: Date | null,
   items: ReadonlyArray<{ created_at: string }>,
 ): Date | null {
   let newest = current?.getTime() ?? Number.NEGATIVE_INFINITY;
-  for (const item of items) newest = Math.max(newest, Date.parse(item.created_at));
+  let newestUtc: string | undefined;
+  for (const { created_at: at } of items) {
+    if (at.endsWith('Z') && (newestUtc === undefined || at.length === newestUtc.length)) {
+      if (newestUtc === undefined || at > newestUtc) newestUtc = at;
+    } else {
+      newest = Math.max(newest, Date.parse(at));
+    }
+  }
+  if (newestUtc !== undefined) newest = Math.max(newest, Date.parse(newestUtc));
   return Number.isFinite(newest) ? new Date(newest) : null;
 }
 

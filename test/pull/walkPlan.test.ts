@@ -63,6 +63,38 @@ describe('newestCreatedAt', () => {
     expect(newestCreatedAt(t('2026-11-02T00:00:00Z'), page)).toEqual(t('2026-11-02T00:00:00Z'));
     expect(newestCreatedAt(null, [])).toBeNull();
   });
+
+  it('agrees with parsing every timestamp, whatever their offsets and fractions', () => {
+    // A seeded generator: the same 2,000 pages on every run.
+    let seed = 15;
+    // mulberry32: an integer below n.
+    const next = (n: number) => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let x = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
+      return Math.floor((((x ^ (x >>> 14)) >>> 0) / 2 ** 32) * n);
+    };
+    const pad = (v: number, width = 2) => String(v).padStart(width, '0');
+    const timestamp = () => {
+      // Few distinct days and hours, so that pages often hold the same second in several forms.
+      const base = `${2020 + next(3)}-${pad(1 + next(2))}-${pad(1 + next(2))}T${pad(next(3))}:00:${pad(next(2))}`;
+      const fraction = ['', '.5', '.123', '.123456'][next(4)]!;
+      const offset = next(3) === 0 ? `${next(2) ? '+' : '-'}${pad(next(16))}:${pad(next(60))}` : 'Z';
+      return `${base}${fraction}${offset}`;
+    };
+    const reference = (current: Date | null, page: Array<{ created_at: string }>) => {
+      const times = page.map((r) => Date.parse(r.created_at));
+      const newest = Math.max(current?.getTime() ?? Number.NEGATIVE_INFINITY, ...times);
+      return Number.isFinite(newest) ? new Date(newest) : null;
+    };
+    for (let i = 0; i < 2_000; i++) {
+      const page = Array.from({ length: next(6) }, () => ({ created_at: timestamp() }));
+      const current = next(2) ? null : new Date(Date.parse(timestamp()));
+      expect(newestCreatedAt(current, page), JSON.stringify({ current, page })).toEqual(
+        reference(current, page),
+      );
+    }
+  });
 });
 
 describe('advanceWatermark', () => {
