@@ -1,11 +1,12 @@
 import { z } from 'zod';
+import { indexedText } from './indexedText.js';
 import { paginationSchema } from './paginationSchema.js';
 import { isoTimestamp } from './timestampSchema.js';
 
 /** A professional as listed: spec 2.3 without `location_id`, which only the single read carries. */
 export const professionalListItemSchema = z.object({
   id: z.uuid(),
-  slug: z.string().min(1),
+  slug: indexedText,
   first_name: z.string(),
   last_name: z.string(),
   active: z.boolean(),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { indexedText } from './indexedText.js';
 import { paginationSchema } from './paginationSchema.js';
 import { isoTimestamp } from './timestampSchema.js';
 
@@ -8,7 +9,7 @@ import { isoTimestamp } from './timestampSchema.js';
  */
 export const reviewSchema = z.object({
   id: z.uuid(),
-  review_number: z.string().min(1),
+  review_number: indexedText,
   created_at: isoTimestamp,
   rating: z.number().min(0).max(5),
   comment: z.string().nullable(),

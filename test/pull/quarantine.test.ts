@@ -25,7 +25,7 @@ const review = (i: number, at: number): Record<string, unknown> => ({
 /** Issue 9 item 1: the real pull over real HTTP against a feed carrying records that fail the schema. */
 describe('a review feed with invalid records', () => {
   const metrics = makeMetrics();
-  // Newest first; five broken records among 250, four of them on the first page.
+  // Newest first; six broken records among 250, five of them on the first page.
   const start = Date.now() - 500 * MINUTE;
   const feed: Array<Record<string, unknown>> = Array.from({ length: 250 }, (_, i) =>
     review(i, start - i * MINUTE),
@@ -36,6 +36,13 @@ describe('a review feed with invalid records', () => {
   // Valid ISO 8601 that PostgreSQL cannot store: year zero, and an offset past its ±15:59.
   feed[20] = { ...feed[20], created_at: '0000-06-01T00:00:00Z' };
   feed[30] = { ...feed[30], created_at: '2026-01-01T10:00:00+16:00' };
+  // Past what a B-tree entry of the review_number index can hold (2,704 bytes).
+  feed[60] = {
+    ...feed[60],
+    review_number: Array.from({ length: 2_000 }, (_, i) => ((i * 2_654_435_761) % 2 ** 32).toString(36)).join(
+      '',
+    ),
+  };
   const { id: _, ...withoutId } = feed[42]!;
   feed[42] = withoutId;
   let brokenFormat = false;
@@ -79,8 +86,8 @@ describe('a review feed with invalid records', () => {
   it('stores every valid record, quarantines the invalid ones with their reason, and moves on', async () => {
     const run = await sync();
     expect(run.outcome).toBe('success');
-    expect(run.counts).toMatchObject({ fetched: 245, inserted: 245, quarantined: 5 });
-    expect(await stored()).toBe(245);
+    expect(run.counts).toMatchObject({ fetched: 244, inserted: 244, quarantined: 6 });
+    expect(await stored()).toBe(244);
     const rows = await fx.db.knex(fx.db.table('review_quarantine')).orderBy('id');
     expect(rows.map((r) => [r.review_id, r.reason])).toEqual([
       [feed[3]!.id, expect.stringMatching(/^rating: /)],
@@ -88,21 +95,22 @@ describe('a review feed with invalid records', () => {
       [feed[20]!.id, expect.stringMatching(/^created_at: must be a timestamp PostgreSQL can store/)],
       [feed[30]!.id, expect.stringMatching(/^created_at: must be a timestamp PostgreSQL can store/)],
       [null, expect.stringMatching(/^id: /)],
+      [feed[60]!.id, 'review_number: must be at most 500 characters'],
     ]);
     expect(rows[0].raw).toEqual({ ...feed[3], comment: 'cut \uFFFD' });
-    expect(await metrics.registry.metrics()).toContain('review_mirror_reviews_quarantined_total 5');
+    expect(await metrics.registry.metrics()).toContain('review_mirror_reviews_quarantined_total 6');
     const report = await readStatus(fx.db);
-    expect(report.quarantine).toMatchObject({ records: 5 });
-    expect(formatStatus(report)).toContain('quarantined    5 invalid review records');
+    expect(report.quarantine).toMatchObject({ records: 6 });
+    expect(formatStatus(report)).toContain('quarantined    6 invalid review records');
   });
 
   it('keeps polling new reviews afterwards; a record seen again is one more sighting, not a new row', async () => {
     feed.unshift(review(1000, Date.now() - MINUTE), review(1001, Date.now() - 2 * MINUTE));
     const run = await sync();
     expect(run.outcome).toBe('success');
-    expect(await stored()).toBe(247);
-    expect(await quarantined()).toBe(5);
-    expect(await metrics.registry.metrics()).toContain('review_mirror_reviews_quarantined_total 5');
+    expect(await stored()).toBe(246);
+    expect(await quarantined()).toBe(6);
+    expect(await metrics.registry.metrics()).toContain('review_mirror_reviews_quarantined_total 6');
   });
 
   it('stops loudly, storing nothing and leaving the watermark, when most of a page fails: a format change', async () => {
@@ -117,8 +125,8 @@ describe('a review feed with invalid records', () => {
     expect(error).toBeInstanceOf(ApiSchemaError);
     expect((error as Error).message).toMatch(/most of the page fails the schema/);
     expect((await readCheckpoint(fx.db.knex, fx.db, JOB.reviews)).watermark).toEqual(before);
-    expect(await stored()).toBe(247);
-    expect(await quarantined()).toBe(5);
+    expect(await stored()).toBe(246);
+    expect(await quarantined()).toBe(6);
     const failed = await fx.db.knex(fx.db.table('sync_runs')).where({ outcome: 'failed' }).first();
     expect(failed.error_kind).toBe('fatal');
   });

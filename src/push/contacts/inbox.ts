@@ -1,12 +1,13 @@
 import { mkdir, readdir, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ContactMapping, EventRule } from '../../config/configFile.js';
+import { isDataError } from '../../db/dataError.js';
 import { JOB } from '../../jobs/jobNames.js';
-import { LeaseLostError, NO_FENCE } from '../../jobs/lease.js';
+import { NO_FENCE } from '../../jobs/lease.js';
 import { addCount } from '../../jobs/runCounts.js';
 import type { JobSpec } from '../../jobs/scheduler.js';
 import { enqueueEventsFile } from '../events/enqueueFile.js';
-import { formatOf } from '../readRecords.js';
+import { formatOf, RecordFileError } from '../readRecords.js';
 import { type PushContactsDeps, type PushContactsOptions, pushContacts } from './pushContacts.js';
 
 const EXPORT_FILE = /\.(csv|tsv|txt|jsonl|ndjson)$/i;
@@ -100,8 +101,11 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
             'CRM export pushed',
           );
         } catch (error) {
-          // Left in place: the next run (here, or on the replica that took the job over) takes it again.
-          if (signal?.aborted || error instanceof LeaseLostError) throw error;
+          // Not the file's fault (the database or the platform unavailable, the key refused, the
+          // lease lost, a stop): it stays in place and the run fails, so the next run, here or on
+          // the replica that took the job over, pushes it again, sending only what was not
+          // recorded as sent. Only a file that cannot be taken as it is goes to failed/.
+          if (!isFileFault(error)) throw error;
           deps.log.error({ file: name, err: error }, 'CRM export could not be pushed');
         }
         addCount(counts, `files_${destination}`);
@@ -109,6 +113,14 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
       }
     },
   };
+}
+
+/**
+ * An error of the file itself: unreadable as an export (a header naming a column twice, …), or
+ * holding a value the database refuses. Pushing it again would fail the same way.
+ */
+function isFileFault(error: unknown): boolean {
+  return error instanceof RecordFileError || isDataError(error);
 }
 
 /** A pushed file and its `.rejects.csv` report, into `processed/` or `failed/`. */
