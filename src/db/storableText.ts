@@ -19,9 +19,20 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
  */
 export function unstorableReason(value: string): string | undefined {
   if (value.includes('\u0000')) return 'holds a NUL character (U+0000), which cannot be stored';
-  LONE_SURROGATE.lastIndex = 0;
-  if (LONE_SURROGATE.test(value)) {
+  // search, unlike test, ignores the lastIndex a global regular expression keeps between calls.
+  if (value.search(LONE_SURROGATE) !== -1) {
     return 'holds half of a character (a lone UTF-16 surrogate), which cannot be stored';
+  }
+  return undefined;
+}
+
+/** Why jsonb would refuse a JSON value (a key or a string it cannot hold, at any depth), or undefined. */
+export function unstorableReasonIn(value: unknown): string | undefined {
+  if (typeof value === 'string') return unstorableReason(value);
+  if (value === null || typeof value !== 'object') return undefined;
+  for (const [k, v] of Object.entries(value)) {
+    const reason = unstorableReason(k) ?? unstorableReasonIn(v);
+    if (reason !== undefined) return reason;
   }
   return undefined;
 }

@@ -1,22 +1,11 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { unstorableReason } from '../../db/storableText.js';
+import { unstorableReasonIn } from '../../db/storableText.js';
 import type { FileRecord, RowError } from '../readRecords.js';
 import type { NewEvent } from './outboxSql.js';
 
 /** The platform's own rule for event names (dotted, e.g. `matter.closed`). */
 const EVENT_TYPE = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
-
-/** Why jsonb would refuse a JSON value (a key or a string it cannot hold), or undefined. */
-function unstorableIn(value: unknown): string | undefined {
-  if (typeof value === 'string') return unstorableReason(value);
-  if (value === null || typeof value !== 'object') return undefined;
-  for (const [k, v] of Object.entries(value)) {
-    const reason = unstorableReason(k) ?? unstorableIn(v);
-    if (reason !== undefined) return reason;
-  }
-  return undefined;
-}
 
 const blankToNull = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? null : v);
 
@@ -45,7 +34,7 @@ const eventSchema = z
       z
         .record(z.string(), z.unknown(), { error: 'must be a JSON object' })
         .superRefine((m, ctx) => {
-          const reason = unstorableIn(m);
+          const reason = unstorableReasonIn(m);
           if (reason !== undefined) ctx.addIssue({ code: 'custom', message: reason });
         })
         .nullable(),
