@@ -34,12 +34,43 @@ const CLOSE_BOUND_MS = 5_000;
 /** After stopping, how long the event loop may take to drain before the process ends anyway. */
 const EXIT_BOUND_MS = 1_000;
 
+/** Start-up given up because shutdown began; `clean` as `stop` resolved. */
+class StartupInterrupted extends Error {
+  override readonly name = 'StartupInterrupted';
+  constructor(
+    readonly clean: boolean,
+    options: ErrorOptions,
+  ) {
+    super('interrupted during start-up', options);
+  }
+}
+
+/**
+ * Settles as `work` does, or rejects with the abort reason as soon as `signal` aborts: start-up
+ * stops waiting (on another replica's migration, say) once shutdown began.
+ */
+async function unlessAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return work;
+  let onAbort = () => {};
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([work, aborted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
 /**
  * Starts every part of `review-mirror run`: migrations, health and metrics, scheduled jobs.
  * Each part that starts pushes its own closer; stopping runs them last-started-first, so the
  * scheduler stops (and in-flight runs finish within the grace period) before the database closes.
+ * Once `shutdown` aborts, start-up stops where it is (StartupInterrupted) and nothing more starts.
  */
-export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
+export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise<RunningDaemon> {
   const { config, log } = ctx;
   const closers: Array<{ name: string; close: () => Promise<void> }> = [];
   let stopping: Promise<boolean> | undefined;
@@ -69,11 +100,32 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
     return stopping;
   };
 
+  const goOn = () => shutdown?.throwIfAborted();
   try {
     const db = await openDb(dbOptionsFromConfig(config, log));
-    closers.push({ name: 'database', close: () => db.close() });
-    const applied = await migrate(db);
+    // A migration given up on still holds its connection, queued on another replica's lock, and
+    // closing the pool waits for it: not waited for, it ends with that wait or with the process
+    // (the server then rolls its transaction back).
+    let migrationAbandoned = false;
+    closers.push({
+      name: 'database',
+      close: async () => {
+        if (migrationAbandoned) void db.close().catch(() => {});
+        else await db.close();
+      },
+    });
+    goOn();
+    // Only a server's migration can wait on another process: the embedded one's data is ours alone.
+    const migration = migrate(db);
+    const applied =
+      db.backend === 'postgres'
+        ? await unlessAborted(migration, shutdown).catch((error: unknown) => {
+            migrationAbandoned = shutdown?.aborted === true;
+            throw error;
+          })
+        : await migration;
     log.info({ applied, backend: db.backend, schema: db.schema }, 'database ready');
+    goOn();
 
     const metrics = makeMetrics();
     const readinessChecks: Array<() => Promise<string | undefined>> = [];
@@ -81,6 +133,7 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
     const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
     closers.push({ name: 'admin server', close: () => admin.close() });
     log.info({ url: adminUrl }, 'admin server listening');
+    goOn();
 
     const api =
       config.api.url && config.api.key ? makePartnerApi(partnerApiOptions(config, log, metrics)) : undefined;
@@ -91,6 +144,7 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
     const webhooks = await startWebhookReceiver({ ...ctx, db, metrics, api });
     closers.push({ name: 'webhook receiver', close: () => webhooks.close() });
     readinessChecks.push(async () => webhooks.readinessProblem());
+    goOn();
 
     // The one place where jobs are registered. Nothing runs before both servers listen, and the
     // scheduler is stopped first: no job starts once shutdown began.
@@ -117,6 +171,7 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
       scheduler.add(spec);
     }
     closers.push({ name: 'scheduler', close: () => scheduler.stop(config.shutdownGraceMs) });
+    goOn();
     scheduler.start();
 
     // The outbox is drained by every replica (rows are claimed, not locked per job).
@@ -131,8 +186,11 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
 
     return { db, metrics, scheduler, api, webhooks, adminUrl, stop };
   } catch (error) {
-    await stop('start-up failed');
-    throw error;
+    if (!shutdown?.aborted) {
+      await stop('start-up failed');
+      throw error;
+    }
+    throw new StartupInterrupted(await stop(describeError(shutdown.reason)), { cause: error });
   }
 }
 
@@ -140,13 +198,18 @@ export async function startDaemon(ctx: Context): Promise<RunningDaemon> {
 export async function runDaemon(ctx: Context): Promise<void> {
   // Listening before start-up: a SIGTERM during migrations still goes through the one shutdown path.
   const shutdown = listenForShutdown();
-  const daemon = await startDaemon(ctx).catch((error: unknown) => {
+  let clean: boolean;
+  try {
+    const daemon = await startDaemon(ctx, shutdown.signal);
+    clean = await daemon.stop(await shutdown.received);
+  } catch (error) {
     shutdown.dispose();
-    throw error;
-  });
-  const clean = await daemon.stop(await shutdown.received);
-  // Exit 1 says work was abandoned (a part that never closed). Sockets of a frozen connection can
-  // keep the event loop alive even after a clean stop: the process ends all the same, soon.
+    if (!(error instanceof StartupInterrupted)) throw error;
+    clean = error.clean;
+  }
+  // Exit 1 says work was abandoned (a part that never closed). Sockets of a frozen connection (or
+  // a migration given up on) can keep the event loop alive even after a clean stop: the process
+  // ends all the same, soon.
   process.exitCode = clean ? 0 : 1;
   setTimeout(() => process.exit(), EXIT_BOUND_MS).unref();
 }

@@ -1,5 +1,48 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { JOB } from './jobs/jobNames.js';
+import { JOB_OUTCOMES } from './jobs/runner.js';
 import { VERSION } from './version.js';
+
+/** Outcomes of `review_mirror_events_total`: an event's next state after an attempt, and the duplicates. */
+const EVENT_OUTCOMES = ['sent', 'retried', 'failed', 'parked', 'possible_duplicate'];
+
+/** Reasons of `review_mirror_webhook_refusals_total`, as the webhook server and its inbox give them. */
+const WEBHOOK_REFUSAL_REASONS = [
+  'method_not_allowed',
+  'unsupported_media_type',
+  'body_too_large',
+  'bad_request',
+  'missing_signature',
+  'missing_timestamp',
+  'malformed_timestamp',
+  'bad_signature',
+  'stale_timestamp',
+  'invalid_json',
+  'timestamp_mismatch',
+  'invalid_event',
+  'shutting_down',
+  'commit_timeout',
+  'commit_failed',
+];
+
+/** Outcomes of `review_mirror_contacts_rows_total`, one per count of a push's summary. */
+const CONTACTS_ROW_OUTCOMES = ['sent_created', 'sent_updated', 'unchanged', 'rejected', 'replaced', 'failed'];
+
+/**
+ * Creates the series of a labelled counter at 0. prom-client exports one only from its first
+ * increment, and `increase()` and `rate()` need a sample before it: a series born at 1 hides its
+ * first event, so an alert on a single failure would never fire.
+ */
+function startAtZero<L extends string>(
+  counter: Counter<L>,
+  series: ReadonlyArray<Record<L, string>>,
+): Counter<L> {
+  for (const labels of series) counter.inc(labels, 0);
+  return counter;
+}
+
+const eachOf = <L extends string>(label: L, values: readonly string[]) =>
+  values.map((value) => ({ [label]: value }) as Record<L, string>);
 
 /**
  * Every metric the daemon exports, on one registry. Names follow Prometheus conventions: the
@@ -72,12 +115,15 @@ export function makeMetrics() {
       labelNames: ['sync_job'] as const,
       registers,
     }),
-    jobRuns: new Counter({
-      name: 'review_mirror_job_runs_total',
-      help: 'Job runs by sync_job and outcome (success, skipped, retryable_failure, fatal_failure).',
-      labelNames: ['sync_job', 'outcome'] as const,
-      registers,
-    }),
+    jobRuns: startAtZero(
+      new Counter({
+        name: 'review_mirror_job_runs_total',
+        help: 'Job runs by sync_job and outcome (success, skipped, retryable_failure, fatal_failure).',
+        labelNames: ['sync_job', 'outcome'] as const,
+        registers,
+      }),
+      Object.values(JOB).flatMap((job) => JOB_OUTCOMES.map((outcome) => ({ sync_job: job, outcome }))),
+    ),
     jobDuration: new Histogram({
       name: 'review_mirror_job_duration_seconds',
       help: 'Duration of sync job runs.',
@@ -103,12 +149,15 @@ export function makeMetrics() {
       labelNames: ['outcome'] as const,
       registers,
     }),
-    webhookRefusals: new Counter({
-      name: 'review_mirror_webhook_refusals_total',
-      help: 'Webhook deliveries refused or failed, by reason.',
-      labelNames: ['reason'] as const,
-      registers,
-    }),
+    webhookRefusals: startAtZero(
+      new Counter({
+        name: 'review_mirror_webhook_refusals_total',
+        help: 'Webhook deliveries refused or failed, by reason.',
+        labelNames: ['reason'] as const,
+        registers,
+      }),
+      eachOf('reason', WEBHOOK_REFUSAL_REASONS),
+    ),
     webhookCommitSeconds: new Histogram({
       name: 'review_mirror_webhook_commit_seconds',
       help: 'Duration of one inbox commit (a batch of deliveries).',
@@ -133,12 +182,15 @@ export function makeMetrics() {
       labelNames: ['state'] as const,
       registers,
     }),
-    contactsRows: new Counter({
-      name: 'review_mirror_contacts_rows_total',
-      help: 'Rows of pushed CRM exports, by outcome: sent_created, sent_updated, unchanged, rejected (invalid), replaced (a later row had the same key), failed.',
-      labelNames: ['outcome'] as const,
-      registers,
-    }),
+    contactsRows: startAtZero(
+      new Counter({
+        name: 'review_mirror_contacts_rows_total',
+        help: 'Rows of pushed CRM exports, by outcome: sent_created, sent_updated, unchanged, rejected (invalid), replaced (a later row had the same key), failed.',
+        labelNames: ['outcome'] as const,
+        registers,
+      }),
+      eachOf('outcome', CONTACTS_ROW_OUTCOMES),
+    ),
     contactsPushDuration: new Histogram({
       name: 'review_mirror_contacts_push_duration_seconds',
       help: 'Time to push one CRM export, from reading its first byte to its last recorded outcome.',
@@ -155,12 +207,15 @@ export function makeMetrics() {
       help: 'When a CRM export was last pushed with every valid contact on the platform (Unix time).',
       registers,
     }),
-    events: new Counter({
-      name: 'review_mirror_events_total',
-      help: 'Outbox send attempts by outcome: sent, retried (to be sent again), failed (for good), parked (outcome unknown, for an operator), possible_duplicate (sent again after an unknown outcome).',
-      labelNames: ['outcome'] as const,
-      registers,
-    }),
+    events: startAtZero(
+      new Counter({
+        name: 'review_mirror_events_total',
+        help: 'Outbox send attempts by outcome: sent, retried (to be sent again), failed (for good), parked (outcome unknown, for an operator), possible_duplicate (sent again after an unknown outcome).',
+        labelNames: ['outcome'] as const,
+        registers,
+      }),
+      eachOf('outcome', EVENT_OUTCOMES),
+    ),
     outboxBacklog: new Gauge({
       name: 'review_mirror_outbox_backlog',
       help: 'Events in the outbox still to send (pending or being sent), as last read by this replica.',

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import { type Context, makeContext } from '../context.js';
 import { type RunningDaemon, startDaemon } from '../daemon.js';
+import { isLockFile, lockDataDir } from '../db/dataDirLock.js';
 import { JOB } from '../jobs/jobNames.js';
 import { countRatings, countReviews, hasReview } from '../mirror/reviewsSql.js';
 import { SandboxControl } from '../sandbox/controlClient.js';
@@ -183,7 +184,16 @@ async function claimDemoDir(dir: string): Promise<void> {
     if (entries.length > 0 && !entries.includes(DEMO_MARKER)) {
       throw new Error(`${dir} exists and is not a demo directory; choose another with --data-dir`);
     }
-    await rm(dir, { recursive: true, force: true });
+    // A demo still running there holds its lock: refused like any second user of the database,
+    // never wiped under it.
+    const release = await lockDataDir(dir);
+    try {
+      for (const entry of await readdir(dir)) {
+        if (!isLockFile(entry)) await rm(join(dir, entry), { recursive: true, force: true });
+      }
+    } finally {
+      await release();
+    }
   }
   await mkdir(dir, { recursive: true });
   await writeFile(join(dir, DEMO_MARKER), 'created by `review-mirror demo`; wiped at each demo start\n');

@@ -25,8 +25,17 @@ const positiveInt = (fallback: number) =>
     .positive('must be > 0')
     .default(fallback);
 
-const seconds = (fallback: number) =>
-  z.coerce.number({ error: 'must be a number of seconds' }).nonnegative('must be >= 0').default(fallback);
+/**
+ * The longest a timer can wait (2^31 - 1 ms; Node fires a longer one after 1 ms) and PostgreSQL's
+ * largest statement_timeout: no duration may be longer.
+ */
+const MAX_SECONDS = 2_147_483;
+
+const secondsAtMost = (max: number) =>
+  z.coerce.number({ error: 'must be a number of seconds' }).max(max, `must be at most ${max}`);
+
+const seconds = (fallback: number, max = MAX_SECONDS) =>
+  secondsAtMost(max).nonnegative('must be >= 0').default(fallback);
 
 const cron = (fallback: string) =>
   z
@@ -102,10 +111,10 @@ export const envSchema = z.object({
   DATABASE_LISTEN_URL: databaseUrl,
   DB_SCHEMA: identifier.default('review_mirror'),
   DB_POOL_MAX: positiveInt(10),
-  DB_STATEMENT_TIMEOUT_SECONDS: seconds(300),
+  // A day: the client's own bound (this plus a margin) must stay a valid timer too. 0 lifts it.
+  DB_STATEMENT_TIMEOUT_SECONDS: seconds(300, 86_400),
   DB_POOLER: z.enum(DB_POOLERS, { error: `must be one of ${DB_POOLERS.join(', ')}` }).default('none'),
-  JOB_LEASE_SECONDS: z.coerce
-    .number({ error: 'must be a number of seconds' })
+  JOB_LEASE_SECONDS: secondsAtMost(MAX_SECONDS)
     .int('must be a whole number')
     .min(3, 'must be at least 3')
     .default(30),
@@ -115,7 +124,8 @@ export const envSchema = z.object({
   HTTP_HOST: z.string().trim().min(1).default('0.0.0.0'),
   ADMIN_HOST: z.string().trim().min(1).default('0.0.0.0'),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
-  SHUTDOWN_GRACE_SECONDS: seconds(8),
+  // An hour: beyond it no orchestrator waits, and the shutdown deadline adds its closing bound.
+  SHUTDOWN_GRACE_SECONDS: seconds(8, 3_600),
 
   API_CONNECT_TIMEOUT_SECONDS: seconds(5),
   API_REQUEST_TIMEOUT_SECONDS: seconds(30),
@@ -147,7 +157,10 @@ export const envSchema = z.object({
   EVENTS_UNKNOWN_OUTCOME: z
     .enum(UNKNOWN_OUTCOME_POLICIES, { error: `must be one of ${UNKNOWN_OUTCOME_POLICIES.join(', ')}` })
     .default('retry'),
-  EVENTS_LEASE_SECONDS: positiveInt(60),
+  EVENTS_LEASE_SECONDS: secondsAtMost(MAX_SECONDS)
+    .int('must be a whole number')
+    .positive('must be > 0')
+    .default(60),
   EVENTS_POLL_SECONDS: seconds(5),
   EVENTS_RETENTION_DAYS: positiveInt(7),
   EVENTS_KEY_RETENTION_DAYS: positiveInt(400),
@@ -165,10 +178,7 @@ export const envSchema = z.object({
     ),
   WEBHOOK_TOLERANCE_SECONDS: seconds(300),
   WEBHOOK_MAX_BODY_BYTES: positiveInt(1024 * 1024),
-  WEBHOOK_COMMIT_TIMEOUT_SECONDS: z.coerce
-    .number({ error: 'must be a number of seconds' })
-    .positive('must be > 0')
-    .default(5),
+  WEBHOOK_COMMIT_TIMEOUT_SECONDS: secondsAtMost(MAX_SECONDS).positive('must be > 0').default(5),
   WEBHOOK_PUBLIC_URL: z
     .string()
     .trim()

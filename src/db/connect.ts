@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { resolve } from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
@@ -32,7 +33,10 @@ export interface DbOptions {
   poolMax: number;
   /** Directory of the embedded database; `undefined` with no url means in-memory (tests). */
   dataDir: string | undefined;
-  /** Longest a statement may run on the server; 0 disables it. */
+  /**
+   * Longest a statement may run on the server; 0 disables it. The client waits for an answer at
+   * most this long plus a margin, whatever the server does.
+   */
   statementTimeoutMs?: number;
   /**
    * `transaction`: `url` is a transaction pooler. PgBouncer refuses `statement_timeout` as a
@@ -47,6 +51,12 @@ const CONNECT_TIMEOUT_MS = 10_000;
 const ACQUIRE_TIMEOUT_MS = 15_000;
 // A dead peer (a failover, a cut network) is noticed by TCP keepalive instead of never.
 const KEEPALIVE_DELAY_MS = 10_000;
+// A peer that keeps the connection up but never answers (a hung pooler, a stopped backend) is
+// noticed by neither keepalive nor statement_timeout: the client stops waiting a little after the
+// server would have given up, so the server's clearer error wins whenever it can still arrive.
+const QUERY_TIMEOUT_MARGIN_MS = 10_000;
+/** pg's error for a query that outlived `query_timeout`. */
+const QUERY_READ_TIMEOUT = 'Query read timeout';
 
 export function dbOptionsFromConfig(config: Config, log?: Logger): DbOptions {
   return {
@@ -87,6 +97,26 @@ function keepDatabaseMessages(knex: Knex): Knex {
   return knex;
 }
 
+/**
+ * pg gives up on a query past `query_timeout` but keeps its connection, still waiting for the
+ * answer: handed out again, it would fail every query after it the same way. Its socket is
+ * destroyed instead, and the pool (see `validate`) never hands it out again.
+ */
+function discardTimedOutConnections(knex: Knex, sockets: ReadonlyMap<string, Socket>): Knex {
+  knex.on('query-error', (error: unknown, query: { __knexUid?: unknown } | undefined) => {
+    // knex puts the statement before pg's message (see keepDatabaseMessages).
+    if (!(error instanceof Error) || !error.message.endsWith(QUERY_READ_TIMEOUT)) return;
+    sockets.get(String(query?.__knexUid))?.destroy();
+  });
+  return knex;
+}
+
+/** What knex's pool hands `afterCreate`: pg's client, with the socket pg keeps to itself. */
+type PooledClient = pg.Client & {
+  readonly __knexUid: string;
+  readonly connection: { readonly stream: Socket };
+};
+
 export async function openDb(options: DbOptions): Promise<Db> {
   if (options.url !== undefined) {
     const bounds = {
@@ -96,16 +126,34 @@ export async function openDb(options: DbOptions): Promise<Db> {
       ...(options.statementTimeoutMs && options.pooler !== 'transaction'
         ? { statement_timeout: options.statementTimeoutMs }
         : {}),
+      // Also behind a pooler, where statement_timeout is the role's: the wait is ours either way.
+      ...(options.statementTimeoutMs
+        ? { query_timeout: options.statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS }
+        : {}),
     };
-    const knex = keepDatabaseMessages(
-      knexFactory({
-        client: 'pg',
-        connection: { connectionString: options.url, application_name: 'review-mirror', ...bounds },
-        pool: { min: 0, max: options.poolMax },
-        acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
-        compileSqlOnError: false,
-        log: knexLog(options.log),
-      }),
+    const sockets = new Map<string, Socket>();
+    const knex = discardTimedOutConnections(
+      keepDatabaseMessages(
+        knexFactory({
+          client: 'pg',
+          connection: { connectionString: options.url, application_name: 'review-mirror', ...bounds },
+          pool: {
+            min: 0,
+            max: options.poolMax,
+            afterCreate: (client: PooledClient, done: (error: null) => void) => {
+              sockets.set(client.__knexUid, client.connection.stream);
+              client.once('end', () => sockets.delete(client.__knexUid));
+              done(null);
+            },
+            // At once, not when the socket's close event comes: the next acquire may come first.
+            validate: (client: PooledClient) => !client.connection.stream.destroyed,
+          },
+          acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
+          compileSqlOnError: false,
+          log: knexLog(options.log),
+        }),
+      ),
+      sockets,
     );
     return makeDb(knex, options.schema, 'postgres', options.pooler !== 'transaction', async () =>
       knex.destroy(),

@@ -1,14 +1,24 @@
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import lockfile from 'proper-lockfile';
 
-/** Who holds the embedded database, written inside the lock so a refused process can name it. */
+/** Who holds the embedded database, written once the lock is taken so a refused process can name it. */
 interface LockOwner {
   pid: number;
   hostname: string;
   startedAt: string;
+  /**
+   * This process's alone: a pid says little across containers (each may be PID 1 under one
+   * hostname), so a record is this process's only with its token.
+   */
+  token: string;
+  /** The inode of the lock directory it describes: a record left by an earlier lock describes nothing. */
+  lockIno: number;
 }
+
+const TOKEN = randomBytes(12).toString('hex');
 
 export class DataDirLockedError extends Error {
   override readonly name = 'DataDirLockedError';
@@ -22,6 +32,8 @@ export class DataDirLockedError extends Error {
  * pid instead, at once.
  */
 const STALE_MS = 120_000;
+/** How often the holder refreshes the lock's mtime. */
+const REFRESH_MS = 30_000;
 
 /**
  * Makes the embedded database under `dir` belong to this process alone. PGlite has no
@@ -34,7 +46,10 @@ export async function lockDataDir(dir: string, signal?: { onCompromised: (e: Err
   const take = () =>
     lockfile.lock(dir, {
       lockfilePath: lockPath,
-      stale: STALE_MS,
+      // Never taken over by proper-lockfile itself, whose removal of a stale lock races another
+      // process's (both can end up holding it): staleness is judged by takeOver, atomically.
+      stale: Number.MAX_SAFE_INTEGER,
+      update: REFRESH_MS,
       // A few seconds: a process that is stopping (a restart) lets go in that time.
       retries: { retries: 7, minTimeout: 250, maxTimeout: 1_000, factor: 1.5 },
       onCompromised: (e) => signal?.onCompromised(e),
@@ -42,34 +57,103 @@ export async function lockDataDir(dir: string, signal?: { onCompromised: (e: Err
   let release: () => Promise<void>;
   try {
     release = await take().catch(async (error: unknown) => {
-      if ((error as NodeJS.ErrnoException).code !== 'ELOCKED') throw error;
-      // A holder on this host that no longer runs crashed (or is this very pid, reused by a
-      // restarted container): its lock is taken over at once.
-      const owner = await readOwner(dir);
-      if (owner === undefined || owner.hostname !== hostname() || isAlive(owner.pid)) throw error;
-      await rm(lockPath, { recursive: true, force: true });
+      if ((error as NodeJS.ErrnoException).code !== 'ELOCKED' || !(await takeOver(dir, lockPath)))
+        throw error;
       return take();
     });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ELOCKED') throw error;
-    const owner = await readOwner(dir);
-    const who = owner
-      ? `process ${owner.pid} on ${owner.hostname} (started ${owner.startedAt})`
-      : 'another process';
-    throw new DataDirLockedError(
-      `the embedded database in ${dir} is in use by ${who}; stop it, or set DATABASE_URL to use a PostgreSQL server`,
-    );
+    throw lockedError(dir, await readOwner(dir));
   }
-  const owner: LockOwner = { pid: process.pid, hostname: hostname(), startedAt: new Date().toISOString() };
-  // Beside the lock, not inside it: the lock directory must stay empty for its release.
-  await writeFile(ownerPath(dir), JSON.stringify(owner));
+  const owner: LockOwner = {
+    pid: process.pid,
+    hostname: hostname(),
+    startedAt: new Date().toISOString(),
+    token: TOKEN,
+    lockIno: (await stat(lockPath)).ino,
+  };
+  // Beside the lock, not inside it: the lock directory must stay empty for its release. Written
+  // whole (renamed into place), so a reader never judges a half-written record.
+  const pending = `${ownerPath(dir)}.${TOKEN}`;
+  await writeFile(pending, JSON.stringify(owner));
+  await rename(pending, ownerPath(dir));
+  // Whoever took the lock over from under us (it looked stale to them) wrote their record since.
+  const recorded = await readOwner(dir);
+  if (recorded?.token !== TOKEN || recorded.lockIno !== owner.lockIno) {
+    throw lockedError(dir, recorded);
+  }
   return release;
+}
+
+function lockedError(dir: string, owner: LockOwner | undefined): DataDirLockedError {
+  const who = owner
+    ? owner.token === TOKEN
+      ? `this process (${owner.pid})`
+      : `process ${owner.pid} on ${owner.hostname} (started ${owner.startedAt})`
+    : 'another process';
+  return new DataDirLockedError(
+    `the embedded database in ${dir} is in use by ${who}; stop it, or set DATABASE_URL to use a PostgreSQL server`,
+  );
+}
+
+/**
+ * Frees a lock whose holder is gone, true when it did or when the lock is worth trying again: a
+ * holder on this host that no longer runs (crashed), or any holder that stopped refreshing the
+ * lock for STALE_MS. Several processes may find the same lock dead at once, and a removal decided
+ * on a lock another one has since replaced would free a live lock: so the decision and the removal
+ * are made under a second lock (`….takeover`), by one process at a time, on the lock as it is
+ * then. Only a takeover removes a lock not its own, and a dead holder's lock changes no more, so
+ * the lock judged is the lock removed. The caller then takes the lock as usual, which only one can.
+ */
+async function takeOver(dir: string, lockPath: string): Promise<boolean> {
+  const mutex = `${lockPath}.takeover`;
+  if (!(await claimTakeover(mutex))) return true; // another process is taking it over: try again
+  try {
+    const [lock, owner] = await Promise.all([stat(lockPath).catch(() => undefined), readOwner(dir)]);
+    if (lock === undefined) return true; // released meanwhile
+    const stale = lock.mtimeMs < Date.now() - STALE_MS;
+    const crashed = owner?.lockIno === lock.ino && owner.hostname === hostname() && !isAlive(owner.pid);
+    if (!stale && !crashed) return false;
+    // The record first: a new lock may get the freed inode, and must not look described by it.
+    await rm(ownerPath(dir), { force: true });
+    await rm(lockPath, { recursive: true, force: true });
+    return true;
+  } finally {
+    await rm(mutex, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A takeover lasts milliseconds: one whose lock is older than this was left by a process that
+ * died taking over, and is cleared.
+ */
+const TAKEOVER_ABANDONED_MS = 10_000;
+
+/** The takeover lock: created, which only one process can, or false while another holds it. */
+async function claimTakeover(mutex: string): Promise<boolean> {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      await mkdir(mutex);
+      return true;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const held = await stat(mutex).catch(() => undefined);
+      if (held !== undefined && held.mtimeMs >= Date.now() - TAKEOVER_ABANDONED_MS) return false;
+      await rm(mutex, { recursive: true, force: true });
+    }
+  }
+  return false;
 }
 
 const ownerPath = (dir: string) => join(dir, 'review-mirror.lock-owner.json');
 
+/**
+ * Whether a holder on this host still runs. Our own pid is never "dead": it is this process, or
+ * one in another container under the same hostname; a holder that crashed with our pid is taken
+ * over once its lock goes stale.
+ */
 function isAlive(pid: number): boolean {
-  if (pid === process.pid) return false;
+  if (pid === process.pid) return true;
   try {
     process.kill(pid, 0);
     return true;
@@ -86,3 +170,6 @@ async function readOwner(dir: string): Promise<LockOwner | undefined> {
     return undefined;
   }
 }
+
+/** Whether `name`, in a data directory, belongs to its lock (what a wipe of the directory keeps). */
+export const isLockFile = (name: string): boolean => name.startsWith('review-mirror.lock');

@@ -28,6 +28,11 @@ export interface RunnableJob {
    * A job that is not exclusive runs on every replica and records nothing but metrics.
    */
   readonly exclusive?: boolean;
+  /**
+   * The lease it runs under, when not its own: jobs that must never run at once share one (a
+   * contacts push from the CLI holds the inbox's, so the two never send the same contacts).
+   */
+  readonly lease?: JobName;
 }
 
 export type JobRun =
@@ -35,7 +40,8 @@ export type JobRun =
   | { job: string; outcome: 'skipped'; counts: RunCounts };
 
 /** Outcomes of the `review_mirror_job_runs_total` counter. */
-export type JobOutcome = 'success' | 'skipped' | 'retryable_failure' | 'fatal_failure';
+export const JOB_OUTCOMES = ['success', 'skipped', 'retryable_failure', 'fatal_failure'] as const;
+export type JobOutcome = (typeof JOB_OUTCOMES)[number];
 
 export interface RunnerDeps {
   readonly db: Db;
@@ -86,8 +92,17 @@ export async function runJob(
     holder: deps.lease?.holder ?? REPLICA_ID,
     seconds: deps.lease?.seconds ?? DEFAULT_LEASE_SECONDS,
   };
+  // Taking the lease and starting the run record are the run's first statements: during a database
+  // outage they are what fails, and a failure nobody counts never raises the alert on failing runs.
+  const failedToStart = (error: unknown): never => {
+    metrics?.jobRuns.inc({ sync_job: name, outcome: `${errorKindOf(error)}_failure` satisfies JobOutcome });
+    throw error;
+  };
   const execute = async (lease: JobLease | undefined): Promise<JobRun> => {
-    const runId = lease === undefined ? undefined : await startRun(db.knex, db, name, settings.holder);
+    const runId =
+      lease === undefined
+        ? undefined
+        : await startRun(db.knex, db, name, settings.holder).catch(failedToStart);
     const startedAt = Date.now();
     const endTimer = metrics?.jobDuration.startTimer({ sync_job: name });
     metrics?.jobRunning.set({ sync_job: name }, 1);
@@ -116,12 +131,14 @@ export async function runJob(
   };
 
   if (job.exclusive === false) return execute(undefined);
-  const lease = options.wait
-    ? await JobLease.acquire(db, name, settings, log, {
+  const leaseName = job.lease ?? name;
+  const lease = await (options.wait
+    ? JobLease.acquire(db, leaseName, settings, log, {
         signal: options.signal,
         maxWaitMs: CLI_LEASE_WAIT_MS,
       })
-    : await JobLease.tryAcquire(db, name, settings, log, options.signal);
+    : JobLease.tryAcquire(db, leaseName, settings, log, options.signal)
+  ).catch(failedToStart);
   if (lease === undefined) {
     countSkipped(deps, name, 'replica');
     return { job: name, outcome: 'skipped', counts };

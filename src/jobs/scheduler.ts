@@ -1,4 +1,5 @@
 import cron, { type ScheduledTask } from 'node-cron';
+import type { Logger } from '../log.js';
 import { countSkipped, errorKindOf, type RunnableJob, type RunnerDeps, runJob } from './runner.js';
 
 /** A job of the daemon: what to run, and when. Features export their specs; `daemon.ts` registers them. */
@@ -7,6 +8,26 @@ export interface JobSpec extends RunnableJob {
   readonly schedule: string;
   /** Also run once as soon as the scheduler starts, even when the schedule is "off". */
   readonly runAtStart?: boolean;
+}
+
+/**
+ * node-cron drops a tick that comes over a second late (an event loop busy with a migration, a
+ * large parse, a collection): a daily reconcile would then wait a day. A late tick runs late
+ * instead, however late, as long as the next one is not due yet (node-cron never runs two slots
+ * of one task at once for it).
+ */
+const RUN_LATE_TICKS = Number.POSITIVE_INFINITY;
+
+/** node-cron's own messages, which it would print raw on the console, as our log lines. */
+function cronLogger(log: Logger, job: string) {
+  const text = (message: string | Error) => (message instanceof Error ? message.message : message);
+  return {
+    info: (message: string) => log.debug({ job }, `node-cron: ${message}`),
+    debug: (message: string | Error) => log.debug({ job }, `node-cron: ${text(message)}`),
+    warn: (message: string) => log.warn({ job }, `node-cron: ${message}`),
+    error: (message: string | Error, err?: Error) =>
+      log.error({ job, err: err ?? message }, `node-cron: ${text(message)}`),
+  };
 }
 
 /**
@@ -49,7 +70,16 @@ export class Scheduler {
       const task = cron.schedule(spec.schedule, () => void this.trigger(spec.name), {
         name: spec.name,
         noOverlap: false,
+        missedExecutionTolerance: RUN_LATE_TICKS,
+        logger: cronLogger(this.#deps.log, spec.name),
       });
+      // Only when a whole period passed without a tick: the later tick runs, this one is lost.
+      task.on('execution:missed', ({ date }) =>
+        this.#deps.log.warn(
+          { job: spec.name, slot: date },
+          'job tick missed: the process was busy past the next tick',
+        ),
+      );
       this.#tasks.push(task);
     }
     if (spec.runAtStart) void this.trigger(spec.name);

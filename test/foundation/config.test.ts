@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
-import { ConfigError, configSecrets, parseConfig, requireApi } from '../../src/config/schema.js';
+import { ConfigError, configSecrets, envSchema, parseConfig, requireApi } from '../../src/config/schema.js';
 import { cliEnv, runCli } from '../helpers/cli.js';
 
 describe('parseConfig', () => {
@@ -43,6 +43,13 @@ describe('parseConfig', () => {
     [{ REVIEWS_API_URL: 'https://platform.example.com/api/v1/partner/' }, 'REVIEWS_API_URL'],
     [{ DB_POOLER: 'session' }, 'DB_POOLER must be one of none, transaction'],
     [{ JOB_LEASE_SECONDS: '1' }, 'JOB_LEASE_SECONDS must be at least 3'],
+    // Past what a timer or PostgreSQL accepts: a timer would fire after 1 ms, every connection fail.
+    [{ DB_STATEMENT_TIMEOUT_SECONDS: '2147484' }, 'DB_STATEMENT_TIMEOUT_SECONDS must be at most 86400'],
+    [{ SHUTDOWN_GRACE_SECONDS: '2147484' }, 'SHUTDOWN_GRACE_SECONDS must be at most 3600'],
+    [{ JOB_LEASE_SECONDS: '2147484' }, 'JOB_LEASE_SECONDS must be at most 2147483'],
+    [{ EVENTS_LEASE_SECONDS: '2147484' }, 'EVENTS_LEASE_SECONDS must be at most 2147483'],
+    [{ WEBHOOK_COMMIT_TIMEOUT_SECONDS: '1e10' }, 'WEBHOOK_COMMIT_TIMEOUT_SECONDS must be at most 2147483'],
+    [{ API_REQUEST_TIMEOUT_SECONDS: '2147483.5' }, 'API_REQUEST_TIMEOUT_SECONDS must be at most 2147483'],
   ])('rejects %o naming %s in one line', (env, variable) => {
     expect(() => parseConfig(env)).toThrow(ConfigError);
     try {
@@ -52,6 +59,15 @@ describe('parseConfig', () => {
       expect(message).toContain(variable);
       expect(message).not.toContain('\n');
     }
+  });
+
+  it('bounds every duration by what a timer can wait', () => {
+    const durations = Object.keys(envSchema.shape).filter((name) => name.endsWith('_SECONDS'));
+    expect(durations.length).toBeGreaterThan(10);
+    for (const name of durations) {
+      expect(() => parseConfig({ [name]: '2147484' }), name).toThrow(new RegExp(`${name} must be at most`));
+    }
+    expect(parseConfig({ JOB_LEASE_SECONDS: '2147483' }).jobs.leaseSeconds).toBe(2_147_483);
   });
 
   it('never LISTENs through a transaction pooler: only on DATABASE_LISTEN_URL, else the outbox is polled', () => {

@@ -8,6 +8,7 @@ import { migrate, pendingMigrations } from '../../src/db/migrate.js';
 import { describeError } from '../../src/errors.js';
 import { CliProcess, cliEnv, freePort, runCli, waitForHttp } from '../helpers/cli.js';
 import { dropSchema, freshDb, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { startTcpProxy } from '../helpers/tcpProxy.js';
 
 const tempDir = () => mkdtempSync(join(tmpdir(), 'rm-data-'));
 
@@ -57,6 +58,41 @@ describe('a statement the database refuses', () => {
       await db.close();
     }
   });
+});
+
+describe('a query on a connection that freezes', () => {
+  it('fails a little after the statement timeout, also behind a transaction pooler', async () => {
+    const proxy = await startTcpProxy();
+    const dbs = await Promise.all(
+      (['none', 'transaction'] as const).map((pooler) =>
+        openDb({
+          url: proxy.url('test'),
+          schema: uniqueSchema(),
+          poolMax: 1,
+          dataDir: undefined,
+          statementTimeoutMs: 1_000,
+          pooler,
+        }),
+      ),
+    );
+    try {
+      await Promise.all(dbs.map((db) => db.knex.raw('select 1'))); // warm pooled connections
+      proxy.freeze();
+      const startedAt = Date.now();
+      const outcomes = await Promise.allSettled(dbs.map((db) => db.knex.raw('select 1')));
+      expect(outcomes.map((o) => o.status === 'rejected' && describeError(o.reason))).toEqual([
+        'database: Query read timeout',
+        'database: Query read timeout',
+      ]);
+      expect(Date.now() - startedAt).toBeLessThan(20_000);
+      // The connection that timed out is not handed out again: a new one answers once the network does.
+      proxy.heal();
+      for (const db of dbs) expect((await db.knex.raw('select 1 as one')).rows).toEqual([{ one: 1 }]);
+    } finally {
+      await Promise.all(dbs.map((db) => db.close()));
+      await proxy.close();
+    }
+  }, 40_000);
 });
 
 describe('the embedded database through the CLI', () => {

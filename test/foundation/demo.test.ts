@@ -99,6 +99,34 @@ describe('`demo`', () => {
     }
   });
 
+  it('never wipes the directory of a demo still running: a second demo is refused, naming it', {
+    timeout: 120_000,
+  }, async () => {
+    const dataDir = join(mkdtempSync(join(tmpdir(), 'rm-demo-twice-')), 'demo');
+    const args = ['demo', '--reviews', '20', '--live', '0', '--data-dir', dataDir];
+    const first = new CliProcess([...args, '--keep-running'], cliEnv({}));
+    try {
+      await waitFor(() => first.stdout.includes('Ctrl-C stops.') || first.child.exitCode !== null, 90_000);
+      expect(first.child.exitCode).toBe(null);
+      const second = await runCli(args, cliEnv({}));
+      expect(second.code).toBe(1);
+      expect(second.stderr).toMatch(
+        new RegExp(
+          `^review-mirror: the embedded database in ${dataDir} is in use by process ${first.child.pid} on `,
+        ),
+      );
+      // The first demo's database is still there, and still serves.
+      expect(existsSync(join(dataDir, 'pgdata'))).toBe(true);
+      const admin = /health, metrics\s+(http:\/\/127\.0\.0\.1:\d+)\/healthz/.exec(first.stdout)?.[1];
+      expect((await fetch(`${admin}/readyz`)).status).toBe(200);
+      first.kill('SIGTERM');
+      expect((await first.exited).code).toBe(0);
+    } finally {
+      first.kill('SIGKILL');
+      await first.exited;
+    }
+  });
+
   it('never wipes a directory that is not its own', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'rm-demo-foreign-'));
     writeFileSync(join(dir, 'precious.txt'), 'keep me');

@@ -1,5 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Db } from '../../src/db/connect.js';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { type Db, openDb } from '../../src/db/connect.js';
 import { RetryableError } from '../../src/errors.js';
 import { JobLease } from '../../src/jobs/lease.js';
 import { runJob } from '../../src/jobs/runner.js';
@@ -17,6 +19,15 @@ function gate() {
     open = r;
   });
   return { open, opened };
+}
+
+/** A port nothing listens on: connecting to it is refused at once. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  await new Promise((r) => server.close(r));
+  return port;
 }
 
 const lastSuccessLine = (job: string) =>
@@ -48,7 +59,7 @@ describe('the job runner and scheduler', () => {
     const second = scheduler.trigger('reviews'); // the first run's promise: it does not start another
     const text = await metrics.registry.metrics();
     expect(text).toContain(`${runsLine('reviews', 'skipped')} 1`);
-    expect(text).not.toContain(runsLine('reviews', 'success'));
+    expect(text).toContain(`${runsLine('reviews', 'success')} 0`);
     body.open();
     await Promise.all([first, second]);
     const after = await metrics.registry.metrics();
@@ -83,7 +94,7 @@ describe('the job runner and scheduler', () => {
     await scheduler.stop(1_000);
     expect(ran).toBe(false);
     expect(text).toContain(`${runsLine('locations', 'skipped')} 1`);
-    expect(text).not.toContain(runsLine('locations', 'success'));
+    expect(text).toContain(`${runsLine('locations', 'success')} 0`);
     expect(text).not.toContain(lastSuccessLine('locations'));
     expect(await db.knex(db.table('sync_runs')).where({ job: 'locations' })).toEqual([]);
   });
@@ -114,6 +125,80 @@ describe('the job runner and scheduler', () => {
     expect(text).toContain(`${runsLine('reviews:reconcile', 'retryable_failure')} 1`);
     expect(text).toContain(`${runsLine('professionals', 'fatal_failure')} 1`);
     expect(text).not.toContain(lastSuccessLine('professionals'));
+  });
+
+  it('counts a run that fails taking its lease, as during a database outage', async () => {
+    const metrics = makeMetrics();
+    // A server that refuses connections: the lease, the run's first statement, fails.
+    const down = await openDb({
+      url: `postgres://postgres@127.0.0.1:${await closedPort()}/test`,
+      schema: 'nowhere',
+      poolMax: 1,
+      dataDir: undefined,
+    });
+    try {
+      for (let i = 0; i < 2; i++) {
+        await expect(
+          runJob(
+            { db: down, log: quietLog, metrics },
+            { name: 'reviews', run: async () => {} },
+            { wait: false },
+          ),
+        ).rejects.toThrow();
+      }
+    } finally {
+      await down.close();
+    }
+    expect(await metrics.registry.metrics()).toContain(`${runsLine('reviews', 'retryable_failure')} 2`);
+  });
+
+  it('counts a run that fails starting its run record, and frees the lease', async () => {
+    const broken = await freshDb();
+    try {
+      await broken.knex.raw('alter table ?? rename to ??', [broken.table('sync_runs'), 'sync_runs_gone']);
+      const metrics = makeMetrics();
+      await expect(
+        runJob(
+          { db: broken, log: quietLog, metrics },
+          { name: 'locations', run: async () => {} },
+          { wait: false },
+        ),
+      ).rejects.toThrow(/sync_runs/);
+      expect(await metrics.registry.metrics()).toContain(`${runsLine('locations', 'retryable_failure')} 1`);
+      const lease = await JobLease.tryAcquire(broken, 'locations', { holder: 'next', seconds: 30 }, quietLog);
+      expect(lease).toBeDefined();
+      await lease?.release();
+    } finally {
+      await broken.close();
+    }
+  });
+
+  it('runs a tick that came late because the event loop was busy, and logs nothing on the console', async () => {
+    const consoleWarn = vi.spyOn(console, 'warn');
+    const scheduler = new Scheduler({ db, log: quietLog });
+    const ranAt: number[] = [];
+    scheduler.add({
+      name: 'reviews:reconcile',
+      schedule: '*/5 * * * * *',
+      exclusive: false,
+      run: async () => void ranAt.push(Date.now()),
+    });
+    try {
+      scheduler.start();
+      // One second before a tick, the event loop stays busy for three (a migration, a large parse).
+      const tick = Math.ceil((Date.now() + 1_500) / 5_000) * 5_000;
+      await sleep(tick - 1_000 - Date.now());
+      while (Date.now() < tick + 2_000) {
+        // busy
+      }
+      await sleep(1_000); // still well before the next tick
+      expect(ranAt.filter((at) => at >= tick)).toHaveLength(1);
+      expect(ranAt.at(-1)).toBeGreaterThanOrEqual(tick + 2_000);
+      expect(consoleWarn.mock.calls.flat().join('\n')).not.toContain('NODE-CRON');
+    } finally {
+      consoleWarn.mockRestore();
+      await scheduler.stop(1_000);
+    }
   });
 
   it('starts nothing once stopping began', async () => {

@@ -1,9 +1,13 @@
 import { execFile } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { parse } from 'yaml';
+import { parse, stringify } from 'yaml';
+import { parseMetricsText } from '../../bench/metricsText.js';
+import { makeMetrics } from '../../src/metrics.js';
 import { exportedMetricNames, metricNamesIn } from './metricNames.js';
 
 const run = promisify(execFile);
@@ -48,5 +52,82 @@ describe('the alert rules (config/prometheus/alerts.yml)', () => {
       for (const name of metricNamesIn(rule.expr))
         expect(exported, `${rule.alert} names ${name}`).toContain(name);
     }
+  });
+
+  it('fire on the first failure ever: the counters they increase() are exported at 0 from the start', async () => {
+    const exported = parseMetricsText(await makeMetrics().registry.metrics());
+    // What Prometheus scrapes from a daemon that started at minute 0 and first failed at minute 30
+    // (the job three times, every 5 minutes): a series not exported before its first increment is
+    // absent (`_`) until then, and increase() takes its first sample for the start.
+    const series = (name: string, after: string) => ({
+      series: name,
+      values: `${exported.get(name) === 0 ? '0' : '_'}x30 ${after}`,
+    });
+    const firing = (
+      eval_time: string,
+      alertname: string,
+      annotations: { summary: string; description: string },
+      labels: Record<string, string> = {},
+    ) => ({
+      eval_time,
+      alertname,
+      exp_alerts: [
+        {
+          exp_labels: { severity: 'warning', ...labels },
+          exp_annotations: { ...annotations, runbook_url: `docs/alerts.md#${alertname.toLowerCase()}` },
+        },
+      ],
+    });
+    const test = {
+      rule_files: [file('config/prometheus/alerts.yml')],
+      evaluation_interval: '1m',
+      tests: [
+        {
+          interval: '1m',
+          input_series: [
+            series('review_mirror_events_total{outcome="parked"}', '1x90'),
+            series('review_mirror_webhook_refusals_total{reason="commit_timeout"}', '1x90'),
+            series('review_mirror_contacts_rows_total{outcome="failed"}', '1x90'),
+            series(
+              'review_mirror_job_runs_total{sync_job="reviews",outcome="retryable_failure"}',
+              '1x5 2x5 3x80',
+            ),
+          ],
+          alert_rule_test: [
+            firing('35m', 'ReviewMirrorEventsFailing', {
+              summary: 'Lifecycle events failed for good or were parked.',
+              description:
+                '1 events failed or were parked in the last hour; see `review-mirror events list --state failed` / `--state parked`.',
+            }),
+            firing('35m', 'ReviewMirrorContactsFailing', {
+              summary: 'Contacts of a CRM export could not be pushed.',
+              description:
+                '1 contacts failed for good in the last hour; they are retried by the next push. See contact_push_log.',
+            }),
+            firing('38m', 'ReviewMirrorWebhookCommitsFailing', {
+              summary: 'Webhook deliveries are answered 503 because the inbox cannot commit them.',
+              description:
+                '1 deliveries in 10 minutes could not be committed in time or at all; the platform retries them later and the poll mirrors what it drops, so reviews arrive late.',
+            }),
+            firing(
+              '50m',
+              'ReviewMirrorSyncFailing',
+              {
+                summary: 'Job reviews keeps failing.',
+                description:
+                  'Job reviews failed 3 times in 30 minutes without one success; see sync_runs.error and error_kind.',
+              },
+              { sync_job: 'reviews' },
+            ),
+          ],
+        },
+      ],
+    };
+    const path = join(await mkdtemp(join(tmpdir(), 'rm-alerts-')), 'first-increment.test.yml');
+    await writeFile(path, stringify(test));
+    const unit = await run('promtool', ['test', 'rules', path]).catch(
+      (e: { stdout: string; stderr: string }) => e,
+    );
+    expect(unit.stdout, unit.stderr).toContain('SUCCESS');
   });
 });
