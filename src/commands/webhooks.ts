@@ -6,13 +6,9 @@ import { makePartnerApi, type PartnerApi, partnerApiOptions } from '../partner-a
 import { ApiRequestError } from '../partner-api/errors.js';
 import { alignColumns } from '../status/alignColumns.js';
 import { webhookState } from '../webhooks/health.js';
+import { registerWebhook } from '../webhooks/register.js';
 import { replayInbox } from '../webhooks/replay.js';
-import {
-  listStoredWebhooks,
-  markWebhookDeleted,
-  recordListedWebhooks,
-  saveRegistration,
-} from '../webhooks/webhooksSql.js';
+import { listStoredWebhooks, markWebhookDeleted, recordListedWebhooks } from '../webhooks/webhooksSql.js';
 import { timeOption } from './timeOption.js';
 
 /** Opens the API and the (migrated) database for one webhook command. */
@@ -57,12 +53,12 @@ export function webhooksCommand(): Command {
     .action(
       commandAction(async (ctx, opts: { url: string; description?: string }) => {
         await withApiAndDb(ctx, async (api, db) => {
-          const webhook = await api.webhooks.register({ url: opts.url, description: opts.description });
-          ctx.scrubber.add(webhook.signing_secret);
-          await saveRegistration(db.knex, db, {
-            ...webhook,
-            description: webhook.description ?? opts.description ?? null,
-          });
+          const webhook = await registerWebhook(
+            api,
+            db,
+            { url: opts.url, description: opts.description },
+            { onSecret: (secret) => ctx.scrubber.add(secret) },
+          );
           process.stdout.write(
             `registered webhook ${webhook.id} for ${webhook.url}\n` +
               `its signing secret is stored in ${db.table('webhooks')} (the platform shows it only once)\n`,

@@ -1,16 +1,26 @@
 import { z } from 'zod';
-import type { HttpClient } from './http.js';
-import { continuationOf, type Page, paginate } from './paginate.js';
+import { type HttpClient, platformErrorText } from './http.js';
+import { checkPageRecords, continuationOf, type Page, paginate } from './paginate.js';
 import type { Pagination } from './paginationSchema.js';
 import type { ResourceOptions } from './resourceOptions.js';
 import { type RejectedRecord, rejection, splitValid } from './validRecords.js';
 
-/** A single record read for the mirror: the record, or, when it fails its schema, its rejection. */
-export type CheckedRecord<T> = { readonly record: T } | { readonly rejected: RejectedRecord };
+/**
+ * A single record read for the mirror: the record; or, when it fails its schema, its rejection;
+ * or, when the platform answered with an error instead of a record, its text (`failed`).
+ */
+export type CheckedRecord<T> =
+  | { readonly record: T }
+  | { readonly rejected: RejectedRecord }
+  | { readonly failed: string };
 
 /**
  * The single read of a directory record by slug, for the mirror: a record that fails its schema
  * comes back to be quarantined, as a listed one would, instead of failing the whole sync.
+ *
+ * A 2xx body with an `error` and no `id` (`200 {"error": "Location not found"}`) is no record at
+ * all: quarantined, it would be kept as one, sighted again on every sync. It comes back as a
+ * failed read, with the platform's text.
  */
 export async function readDirectoryRecord<T>(
   http: HttpClient,
@@ -21,7 +31,15 @@ export async function readDirectoryRecord<T>(
 ): Promise<CheckedRecord<T>> {
   const body = await http.request('GET', path, { route, schema: z.unknown(), signal });
   const parsed = schema.safeParse(body);
-  return parsed.success ? { record: parsed.data } : { rejected: rejection(body, parsed.error) };
+  if (parsed.success) return { record: parsed.data };
+  if (isErrorAnswer(body)) return { failed: platformErrorText(JSON.stringify(body)) };
+  return { rejected: rejection(body, parsed.error) };
+}
+
+function isErrorAnswer(body: unknown): boolean {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return false;
+  const { id, error } = body as { id?: unknown; error?: unknown };
+  return id === undefined && error !== undefined && error !== null;
 }
 
 /**
@@ -51,17 +69,15 @@ export function directoryPages<K extends string, T extends { id: string | number
         schema: list.schema,
         signal: s,
       });
-      const { valid, rejected } = splitValid(body[list.key], list.record, {
-        route,
-        status: 200,
-        field: list.key,
-      });
-      return {
-        items: valid,
-        nextCursor: continuationOf(body.pagination, route),
-        receivedAt: new Date(),
-        rejected,
-      };
+      checkPageRecords(body[list.key], body.pagination, options.pageSize, route);
+      const nextCursor = continuationOf(body.pagination, route);
+      const { valid, rejected } = splitValid(
+        body[list.key],
+        list.record,
+        { route, status: 200, field: list.key },
+        options.pageSize,
+      );
+      return { items: valid, nextCursor, receivedAt: new Date(), rejected };
     },
     cursor,
     { signal, route, maxPages: options.maxPagesPerWalk, idOf: (r) => r.id, log: http.log },

@@ -10,7 +10,8 @@ export interface EventBody {
   readonly metadata?: Record<string, unknown> | undefined;
 }
 
-// Spec 4.2 shows `202 {id, status: "queued"}`; any 2xx is taken as accepted, whatever its body.
+// Spec 4.2: "Response body and status codes: not shown". Any 2xx is taken as accepted, whatever
+// its body; an id and a status are kept when they can be found.
 const acceptedSchema = z.unknown().transform((body) => {
   const record = (body ?? {}) as {
     id?: unknown;

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Pool } from 'undici';
+import { type Dispatcher, Pool } from 'undici';
 import { z } from 'zod';
 import { storableText } from '../db/storableText.js';
 import { type Logger, SecretScrubber } from '../log.js';
@@ -22,6 +22,14 @@ import {
 /** Every path of the platform starts here (spec, introduction). */
 export const API_PREFIX = '/api/v1/partner';
 
+/**
+ * The most of an answer that is read. A page holds at most 100 records (spec 8), some hundreds of
+ * kilobytes even with long comments: a body past this is not a page but a platform gone wrong,
+ * and reading, parsing and validating it whole would exhaust the heap or block the event loop for
+ * seconds. Generous, so that no real answer ever meets it.
+ */
+export const MAX_BODY_BYTES = 16 * 1024 * 1024;
+
 /** The counters the client feeds; optional so a one-shot CLI run needs no registry. */
 export interface ApiMetrics {
   readonly apiRequests: { inc(labels: { route: string; status: string }): void };
@@ -37,8 +45,18 @@ export interface RequestOptions<S extends z.ZodType> {
   readonly query?: Readonly<Record<string, QueryValue>>;
   /** Sent as JSON. */
   readonly body?: unknown;
-  /** Validates the success body; an empty body is validated as `undefined`. */
+  /**
+   * Validates the success body. An empty body is validated as `undefined`, and so is one that is
+   * not JSON or larger than MAX_BODY_BYTES when the schema accepts `undefined`: the caller needs
+   * no answer.
+   */
   readonly schema: S;
+  /**
+   * Whether a success body (as validated) says the platform refused the request after all (`200
+   * {"success": false}`): it then fails as an ApiRequestError with the platform's text, as a 4xx
+   * would. For answers the spec does not show, where a caller must not take a 2xx for done.
+   */
+  readonly refused?: (body: z.output<S>) => boolean;
   readonly signal?: AbortSignal | undefined;
   /** Route template for logs, errors and metrics (`GET /professionals/:slug`); default `METHOD path`. */
   readonly route?: string;
@@ -152,6 +170,7 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       );
     let status: number;
     let text: string;
+    let whole: boolean;
     let headers: Record<string, string | string[] | undefined>;
     try {
       const res = await pool.request({
@@ -167,7 +186,9 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       });
       status = res.statusCode;
       headers = res.headers;
-      text = scrubber.scrub(await res.body.text());
+      const body = await readBounded(res.body, MAX_BODY_BYTES);
+      text = scrubber.scrub(body.text);
+      whole = body.whole;
     } catch (cause) {
       if (req.signal?.aborted) throw req.signal.reason ?? cause;
       const code = (cause as { code?: string }).code ?? '';
@@ -196,13 +217,27 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       throw new AttemptFailure(reason, idempotent || status === 429, error, retryAfterMs);
     }
     if (status < 200 || status > 299) throw new ApiRequestError(platformErrorText(text), { route, status });
+    if (!whole) {
+      // Accepted, like a body that is not JSON, when the caller needs no answer: the request was
+      // acted on, and sending it again would repeat it.
+      const withoutBody = req.schema.safeParse(undefined);
+      if (withoutBody.success) return withoutBody.data;
+      throw new ApiSchemaError('(body)', `is larger than ${MAX_BODY_BYTES} bytes`, { route, status });
+    }
 
     let body: unknown;
     if (text.trim() !== '') {
       try {
         body = JSON.parse(text);
       } catch (cause) {
-        // A body cut short in transit: the next attempt will most likely arrive whole.
+        // The status says the request was accepted. An answer the caller can do without (one the
+        // spec does not show) is no reason to send it again, to a real person: not when it is no
+        // JSON at all (`OK`, `Created`, a page), nor when sending it again is not harmless. One
+        // that begins as JSON and breaks off was cut short in transit: an idempotent request is
+        // sent again, harmlessly, for the whole answer (the id it carries).
+        const withoutBody = req.schema.safeParse(undefined);
+        const cutShort = /^\s*[[{"]/.test(text);
+        if (withoutBody.success && (!cutShort || !idempotent)) return withoutBody.data;
         const error = new ApiUnavailableError(`${route} returned a body that is not JSON (truncated?)`, {
           route,
           status,
@@ -218,6 +253,7 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       const issue = parsed.error.issues[0]!;
       throw new ApiSchemaError(formatPath(issue.path), issue.message, { route, status, cause: parsed.error });
     }
+    if (req.refused?.(parsed.data)) throw new ApiRequestError(platformErrorText(text), { route, status });
     return parsed.data;
   }
 
@@ -280,6 +316,38 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
     return () => void rateLimitListeners.delete(listener);
   };
   return { request, log, onRateLimited, stopRetrying: () => stopRetries.abort(), close: () => pool.close() };
+}
+
+/**
+ * An answer's body as text, read as it arrives and no further than `maxBytes`: past that, the
+ * first `maxBytes` are kept (an error status still has its excerpt) and the stream is destroyed,
+ * which drops the connection instead of reading the rest.
+ */
+async function readBounded(
+  body: Dispatcher.ResponseData['body'],
+  maxBytes: number,
+): Promise<{ text: string; whole: boolean }> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    if (size + chunk.length > maxBytes) {
+      chunks.push(chunk.subarray(0, maxBytes - size));
+      // undici reports its own abort as an error: nobody else listens to this stream any more.
+      body.on('error', () => {});
+      body.destroy();
+      return { text: utf8Text(chunks, maxBytes), whole: false };
+    }
+    chunks.push(chunk);
+    size += chunk.length;
+  }
+  return { text: utf8Text(chunks, size), whole: true };
+}
+
+function utf8Text(chunks: readonly Buffer[], size: number): string {
+  const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+  // As undici's own `text()` did: a byte order mark in front is no part of the JSON.
+  const start = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
+  return bytes.toString('utf8', start);
 }
 
 /** `reviews[3].rating` from zod's path. */

@@ -29,6 +29,34 @@ export function continuationOf(pagination: Pagination, route: string): string | 
   return pagination.next_cursor;
 }
 
+/**
+ * Checks a page's records against what was asked and what the page says of itself, before any of
+ * them is validated. More records than the `limit` asked for is a platform that ignores it (the
+ * page is not the one asked for, and each record costs a validation); a `count` (spec 2.6: the
+ * number of records in this page) other than what the page holds means records were lost or added
+ * on the way. Either fails the walk: a page that cannot be trusted to be whole would let a
+ * reconcile mark its missing records removed, or move a watermark past them.
+ */
+export function checkPageRecords(
+  records: readonly unknown[],
+  pagination: Pagination,
+  limit: number,
+  route: string,
+): void {
+  if (records.length > limit) {
+    throw new ApiProtocolError(
+      route,
+      `the page holds ${records.length} records, more than the ${limit} asked for`,
+    );
+  }
+  if (pagination.count !== records.length) {
+    throw new ApiProtocolError(
+      route,
+      `pagination.count is ${pagination.count} but the page holds ${records.length} records`,
+    );
+  }
+}
+
 export interface PaginateOptions<T> {
   readonly signal?: AbortSignal | undefined;
   /** Route template named by protocol errors. */

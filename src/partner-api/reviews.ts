@@ -1,5 +1,5 @@
 import type { HttpClient } from './http.js';
-import { continuationOf, type Page, paginate } from './paginate.js';
+import { checkPageRecords, continuationOf, type Page, paginate } from './paginate.js';
 import type { ResourceOptions } from './resourceOptions.js';
 import { type Review, reviewPageSchema, reviewSchema } from './reviewsSchema.js';
 import { splitValid } from './validRecords.js';
@@ -21,17 +21,15 @@ export function makeReviewsApi(http: HttpClient, options: ResourceOptions): Revi
       schema: reviewPageSchema,
       signal,
     });
-    const { valid, rejected } = splitValid(body.reviews, reviewSchema, {
-      route: ROUTE,
-      status: 200,
-      field: 'reviews',
-    });
-    return {
-      items: valid,
-      nextCursor: continuationOf(body.pagination, ROUTE),
-      receivedAt: new Date(),
-      rejected,
-    };
+    checkPageRecords(body.reviews, body.pagination, options.pageSize, ROUTE);
+    const nextCursor = continuationOf(body.pagination, ROUTE);
+    const { valid, rejected } = splitValid(
+      body.reviews,
+      reviewSchema,
+      { route: ROUTE, status: 200, field: 'reviews' },
+      options.pageSize,
+    );
+    return { items: valid, nextCursor, receivedAt: new Date(), rejected };
   };
   return {
     page,

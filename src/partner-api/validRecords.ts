@@ -18,19 +18,23 @@ export function rejection(raw: unknown, error: z.ZodError): RejectedRecord {
 /**
  * One bad record must not fail its page (a resumable walk would stop on it for ever), but a page
  * where most records fail is not bad data: the platform changed its schema, and quarantining
- * everything would empty the mirror quietly. More than half of a page, and at least this many
- * records, stops the walk loudly instead.
+ * everything would empty the mirror quietly. More than half of a full page (the page size asked
+ * for), and at least this many records, stops the walk loudly instead. Half of a full page, not
+ * of the page: a short last page, or the few new reviews of a poll, holding two bad records
+ * would otherwise stop every walk that reads it, for ever.
  */
 export const SCHEMA_CHANGE_MIN_RECORDS = 2;
 
 /**
  * Splits a page's records into those its schema accepts and those it rejects. Throws
- * ApiSchemaError when most of the page is rejected (see SCHEMA_CHANGE_MIN_RECORDS).
+ * ApiSchemaError when most of a full page of `limit` records is rejected (see
+ * SCHEMA_CHANGE_MIN_RECORDS).
  */
 export function splitValid<S extends z.ZodType>(
   records: readonly unknown[],
   schema: S,
   where: { route: string; status: number; field: string },
+  limit: number,
 ): { valid: Array<z.output<S>>; rejected: RejectedRecord[] } {
   const valid: Array<z.output<S>> = [];
   const rejected: RejectedRecord[] = [];
@@ -42,7 +46,7 @@ export function splitValid<S extends z.ZodType>(
     }
     rejected.push(rejection(raw, parsed.error));
   }
-  if (rejected.length >= SCHEMA_CHANGE_MIN_RECORDS && rejected.length * 2 > records.length) {
+  if (rejected.length >= SCHEMA_CHANGE_MIN_RECORDS && rejected.length * 2 > limit) {
     const first = rejected[0]!;
     throw new ApiSchemaError(
       `${where.field} (${rejected.length} of ${records.length} records)`,

@@ -2,7 +2,8 @@ import { z } from 'zod';
 
 /**
  * Webhook registration (spec 4.6). The list's shape is "not shown" by the spec: both
- * `{webhooks: [...]}` and a bare array are accepted, extra fields ignored.
+ * `{webhooks: [...]}` and a bare array are accepted, extra fields ignored, and so are the answers
+ * that can only mean "none" (below).
  */
 
 // `last_error`'s type is not given by the spec: keep text as is, anything else as its JSON.
@@ -42,8 +43,13 @@ export const registerResponseSchema = z
   .union([z.object({ webhook: registeredWebhookSchema }), registeredWebhookSchema])
   .transform((v) => ('webhook' in v ? v.webhook : v));
 
+// An empty body, `null`, `{}` and `{"webhooks": null}`: a company without webhooks, which must
+// still be able to register one. An object holding anything but `webhooks` stays refused: its
+// list may be under another key, and taking it for none would register the URL again and again.
+const noWebhooks = z.union([z.undefined(), z.null(), z.strictObject({})]).transform((): Webhook[] => []);
+
 export const webhookListSchema = z
-  .union([z.object({ webhooks: z.array(webhookSchema) }), z.array(webhookSchema)])
-  .transform((v) => (Array.isArray(v) ? v : v.webhooks));
+  .union([z.object({ webhooks: z.array(webhookSchema).nullable() }), z.array(webhookSchema), noWebhooks])
+  .transform((v) => (Array.isArray(v) ? v : (v.webhooks ?? [])));
 
 export const REVIEW_CREATED_EVENT = 'review.created';

@@ -77,13 +77,19 @@ export async function syncProfessionals(
       const details = new Map<string, Professional>();
       // A single record failing its schema is quarantined; its listed fields are stored without it.
       const rejectedDetails: RejectedRecord[] = [];
+      // A read answered with an error instead of the record: stored without it too, read next run.
+      let failed = 0;
       await mapBounded(toRead, ctx.detailConcurrency, async (item) => {
         const read = await readIfSame(item.id, () => api.professionals.read(item.slug, signal));
         if (read === undefined) return;
         if ('record' in read) details.set(item.id, read.record);
-        else rejectedDetails.push(read.rejected);
+        else if ('rejected' in read) rejectedDetails.push(read.rejected);
+        else {
+          failed++;
+          warnFailedRead(ctx, 'professionals', item.id, read.failed);
+        }
       });
-      const missing = toRead.length - details.size - rejectedDetails.length;
+      const missing = toRead.length - details.size - rejectedDetails.length - failed;
       if (missing > 0) log.info({ missing }, 'professionals renamed or gone since listed; read next run');
       const written = await upsertProfessionals(
         db.knex,
@@ -152,7 +158,7 @@ function markRemovedFenced(
 /**
  * The single record by slug, or undefined when the slug no longer names the record with `id`
  * (renamed or deleted since the listing). One that fails its schema is taken as that record
- * unless the id it carries says otherwise.
+ * unless the id it carries says otherwise; a read answered with an error comes back as such.
  */
 async function readIfSame<T extends { id: string | number }>(
   id: string | number,
@@ -161,6 +167,7 @@ async function readIfSame<T extends { id: string | number }>(
   try {
     const checked = await read();
     if ('record' in checked) return checked.record.id === id ? checked : undefined;
+    if ('failed' in checked) return checked;
     const carried = rejectedRecordId(checked.rejected.raw);
     return carried === null || carried === String(id) ? checked : undefined;
   } catch (error) {
@@ -169,11 +176,31 @@ async function readIfSame<T extends { id: string | number }>(
   }
 }
 
+function warnFailedRead(
+  ctx: PullContext,
+  resource: DirectoryTable,
+  id: string | number,
+  error: string,
+): void {
+  ctx.log.warn(
+    { resource, recordId: String(id), platformError: error },
+    'directory record read answered an error instead of the record; read again next run',
+  );
+}
+
 /**
  * A record missing from both listings is read once more by its slug before it is called removed:
  * one that changed `active` between the two listings of a run appears in neither, yet still exists.
  * What the single read finds is stored (and so seen), or quarantined and kept when it fails its
  * schema; the rest is left for marking.
+ *
+ * A read answered `200 {"error": …}` is neither: not the record, and not the spec's not-found (a
+ * 404, spec 7), so nothing says the record is gone. It is kept, as seen, without a quarantine row
+ * (there is no record to keep), and the next run asks again. Removal waits for a clear not-found:
+ * an error text may mean anything (an overloaded platform answering 200), and a record marked
+ * removed on it would be taken for deleted downstream, while one kept a run longer only waits.
+ * Each is logged with the platform's text and counted as `unconfirmed`, so that a platform which
+ * always answers so is noticed.
  */
 async function confirmUnlisted<T extends { id: string | number }>(
   ctx: PullContext,
@@ -190,15 +217,23 @@ async function confirmUnlisted<T extends { id: string | number }>(
   const found: T[] = [];
   const rejected: RejectedRecord[] = [];
   const kept: string[] = [];
+  const unconfirmed: string[] = [];
   for (const { id, read } of reads) {
     if (read === undefined) continue;
     if ('record' in read) found.push(read.record);
-    else {
+    else if ('rejected' in read) {
       rejected.push(read.rejected);
       kept.push(id);
+    } else {
+      unconfirmed.push(id);
+      warnFailedRead(ctx, tableName, id, read.failed);
     }
   }
   await quarantineListed(ctx, tableName, rejected, counts, kept);
+  if (unconfirmed.length > 0) {
+    await markListed(ctx.db.knex, ctx.db, tableName, unconfirmed);
+    addCount(counts, 'unconfirmed', unconfirmed.length);
+  }
   if (found.length === 0) return;
   await io.store(found);
   addCount(counts, 'confirmed', found.length);

@@ -2,13 +2,9 @@ import type { Db } from '../db/connect.js';
 import type { Logger } from '../log.js';
 import type { PartnerApi } from '../partner-api/client.js';
 import type { Webhook } from '../partner-api/webhooksSchema.js';
+import { registerWebhook } from './register.js';
 import type { SigningSecrets } from './secrets.js';
-import {
-  listStoredWebhooks,
-  markWebhookDeleted,
-  recordListedWebhooks,
-  saveRegistration,
-} from './webhooksSql.js';
+import { listStoredWebhooks, markWebhookDeleted, recordListedWebhooks } from './webhooksSql.js';
 
 export interface EnsurePlan {
   /** The webhook to keep, when one of those listed can be kept. */
@@ -65,8 +61,12 @@ export async function ensureRegistration(
   );
   const plan = planEnsure(listed, url, stored, deps.haveConfiguredSecrets);
   if (plan.register) {
-    const created = await api.webhooks.register({ url, description: 'review-mirror' }, signal);
-    await saveRegistration(db.knex, db, created);
+    const created = await registerWebhook(
+      api,
+      db,
+      { url, description: 'review-mirror' },
+      { signal, onSecret: (secret) => deps.secrets.hide(secret) },
+    );
     log.info({ webhookId: created.id }, 'webhook registered for WEBHOOK_PUBLIC_URL');
   }
   for (const id of plan.remove) {

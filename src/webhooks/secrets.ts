@@ -22,6 +22,11 @@ export class SigningSecrets {
     this.#current = this.#configured;
   }
 
+  /** Hands a secret not yet stored (a registration's, just answered) to the log scrubber. */
+  hide(secret: string): void {
+    this.#scrubber.add(secret);
+  }
+
   /** The set in force; read once per delivery. */
   current(): readonly string[] {
     return this.#current;

@@ -203,7 +203,10 @@ describe('directory listings with invalid records', () => {
 
   it('stops loudly when most of a listing fails, marking nothing removed: a format change', async () => {
     const before = professionals;
-    professionals = professionals.map((p) => ({ ...p, active: 'yes' }));
+    // More than half of a full page (100): fewer would be quarantined, as bad records of a short page.
+    professionals = [...professionals, ...Array.from({ length: 60 }, (_, i) => professional(100 + i))].map(
+      (p) => ({ ...p, active: 'yes' }),
+    );
     const error = await syncProfessionalsJob().then(
       () => undefined,
       (e: unknown) => e,

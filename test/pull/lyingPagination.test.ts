@@ -6,14 +6,25 @@ import type { PartnerApi } from '../../src/partner-api/client.js';
 import { ApiProtocolError } from '../../src/partner-api/errors.js';
 import type { Review } from '../../src/partner-api/reviewsSchema.js';
 import { reconcileReviews } from '../../src/pull/reconcileReviews.js';
+import { syncLocations } from '../../src/pull/syncDirectory.js';
 import { syncReviews } from '../../src/pull/syncReviews.js';
 import { readCheckpoint } from '../../src/pull/syncStateSql.js';
 import { freshDb } from '../helpers/db.js';
 import { type FakePlatform, startFakePlatform } from '../helpers/fakePlatform.js';
-import { pullContext, testApi } from './helpers.js';
+import { fakePlatformFixture, pullContext, testApi } from './helpers.js';
 
-/** How the fake feed lies: without a cursor from the first page on, the others from the second. */
-type Mode = 'honest' | 'more-without-cursor' | 'repeating-cursor' | 'same-page-fresh-cursor';
+/**
+ * How the fake feed lies: without a cursor from the first page on, the repeats from the second;
+ * `count-mismatch` drops records from the last page while its count still includes them;
+ * `over-limit` serves a first page of more records than asked for, every one of them invalid.
+ */
+type Mode =
+  | 'honest'
+  | 'more-without-cursor'
+  | 'repeating-cursor'
+  | 'same-page-fresh-cursor'
+  | 'count-mismatch'
+  | 'over-limit';
 
 const PAGE = 100;
 const MINUTE = 60_000;
@@ -60,10 +71,19 @@ describe('a review feed whose pagination lies', () => {
           next = `o:${limit}:${fresh++}`;
         }
       }
-      const page = visible.slice(start, start + limit);
+      let page: unknown[] = visible.slice(start, start + limit);
+      const count = page.length;
+      if (mode === 'count-mismatch' && !hasMore) page = page.slice(0, Math.max(1, page.length - 10));
+      if (mode === 'over-limit' && start === 0) {
+        page = visible.slice(0, limit + 1).map((r) => ({ ...r, rating: 'four' }));
+        return {
+          status: 200,
+          body: { reviews: page, pagination: { count: page.length, has_more: hasMore, next_cursor: next } },
+        };
+      }
       return {
         status: 200,
-        body: { reviews: page, pagination: { count: page.length, has_more: hasMore, next_cursor: next } },
+        body: { reviews: page, pagination: { count, has_more: hasMore, next_cursor: next } },
       };
     });
     db = await freshDb();
@@ -159,10 +179,91 @@ describe('a review feed whose pagination lies', () => {
     }
   });
 
+  it('fails a reconcile whose last page holds fewer records than its count says, marking nothing removed', async () => {
+    await db.knex(db.table('sync_state')).where({ job: JOB.reconcile }).del();
+    mode = 'count-mismatch';
+    const error = await failure(reconcileReviews(ctx(), {}));
+    expect(error).toBeInstanceOf(ApiProtocolError);
+    expect((error as Error).message).toBe(
+      'GET /reviews broke the pagination protocol: pagination.count is 50 but the page holds 40 records',
+    );
+    expect(await removed()).toBe(0);
+    expect(await watermarkOf(JOB.reconcile)).toBeNull();
+  });
+
+  it('fails an incremental walk on a page whose count disagrees, and leaves the watermark where it was', async () => {
+    const before = await watermarkOf(JOB.reviews);
+    expect(before).not.toBeNull();
+    mode = 'count-mismatch';
+    const error = await failure(syncReviews(ctx(), {}));
+    expect(error).toBeInstanceOf(ApiProtocolError);
+    expect((error as Error).message).toMatch(/pagination\.count is \d+ but the page holds 1 records$/);
+    expect(await watermarkOf(JOB.reviews)).toEqual(before);
+  });
+
+  it('fails a page of more records than the limit asked for, before validating any of them', async () => {
+    await db.knex(db.table('sync_state')).where({ job: JOB.reconcile }).del();
+    const quarantinedBefore = Number((await db.knex(db.table('review_quarantine')).count({ n: '*' }))[0]!.n);
+    mode = 'over-limit';
+    const error = await failure(reconcileReviews(ctx(), {}));
+    // Every record of that page is invalid: validated, they would have failed it as a format change.
+    expect(error).toBeInstanceOf(ApiProtocolError);
+    expect((error as Error).message).toBe(
+      `GET /reviews broke the pagination protocol: the page holds ${PAGE + 1} records, more than the ${PAGE} asked for`,
+    );
+    expect(await removed()).toBe(0);
+    expect(Number((await db.knex(db.table('review_quarantine')).count({ n: '*' }))[0]!.n)).toBe(
+      quarantinedBefore,
+    );
+  });
+
   it('ends at has_more false (a cursor beside it is ignored) and then reconciles exactly', async () => {
     await db.knex(db.table('sync_state')).where({ job: JOB.reconcile }).del();
     published = 249; // the oldest review is gone from the platform
     await reconcileReviews(ctx(), {});
     expect(await removed()).toBe(1);
+  });
+});
+
+/** The directory listings are held to the same page protocol (spec 2.6) as the feed. */
+describe('a directory listing whose count lies', () => {
+  const location = (id: number) => ({
+    id,
+    slug: `loc-${id}`,
+    name: `Location ${id}`,
+    active: true,
+    address: { line1: null, line2: null, city: null, state: null, zip: null },
+    profile_url: `https://example.test/l/${id}`,
+    default_survey_url: null,
+    created_at: '2026-01-01T10:00:00Z',
+  });
+  let lying = false;
+  const fx = fakePlatformFixture(({ path, query }) => {
+    if (path !== '/locations') return { status: 404, body: { error: 'Location not found' } };
+    const listed = query.get('active') === 'true' ? [location(1), location(2)] : [];
+    // The page says it holds both locations, but one was lost on the way.
+    const locations = lying ? listed.slice(0, 1) : listed;
+    return {
+      status: 200,
+      body: { locations, pagination: { count: listed.length, has_more: false, next_cursor: null } },
+    };
+  });
+
+  it('fails the sync and marks nothing removed', async () => {
+    await syncLocations(pullContext(fx.db, fx.api), {});
+    lying = true;
+    const error = await syncLocations(pullContext(fx.db, fx.api), {}).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(ApiProtocolError);
+    expect((error as Error).message).toBe(
+      'GET /locations broke the pagination protocol: pagination.count is 2 but the page holds 1 records',
+    );
+    const rows = await fx.db.knex(fx.db.table('locations')).orderBy('id').select('id', 'removed_at');
+    expect(rows).toEqual([
+      { id: 1, removed_at: null },
+      { id: 2, removed_at: null },
+    ]);
   });
 });

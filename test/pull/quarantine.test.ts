@@ -115,7 +115,9 @@ describe('a review feed with invalid records', () => {
 
   it('stops loudly, storing nothing and leaving the watermark, when most of a page fails: a format change', async () => {
     const before = (await readCheckpoint(fx.db.knex, fx.db, JOB.reviews)).watermark;
-    feed.unshift(review(2000, Date.now() - MINUTE / 2));
+    // More than half of a full page (100): fewer would be quarantined, as bad records of a short page.
+    const now = Date.now();
+    feed.unshift(...Array.from({ length: 60 }, (_, i) => review(2000 + i, now - MINUTE / 2 - i * 100)));
     brokenFormat = true;
     const error = await sync().then(
       () => undefined,

@@ -42,7 +42,8 @@ describe('webhook answers of other shapes', () => {
     expect(await stored()).toMatchObject({
       signing_secret: SECRET,
       is_active: true,
-      description: null,
+      // The platform's number is dropped: the label sent is kept instead.
+      description: 'review-mirror',
       created_at: null,
     });
     expect(secrets.current()).toEqual([SECRET]);
@@ -61,5 +62,48 @@ describe('webhook answers of other shapes', () => {
     });
     const other = await fx.db.knex(fx.db.table('webhooks')).where({ id: 'wh_2' }).first();
     expect(other.created_at).toEqual(new Date('2026-11-24T10:00:00Z'));
+  });
+});
+
+/**
+ * A signing secret PostgreSQL cannot store (it holds U+0000) must not leave a webhook behind whose
+ * deliveries nobody can verify, nor reach the error's text.
+ */
+describe('a registration whose signing secret cannot be stored', () => {
+  const NUL_SECRET = 'whsec_nul_\u0000_secret_part';
+  const deleted: string[] = [];
+  let failDelete = false;
+  const fx = fakePlatformFixture(({ method, path, query }) => {
+    if (path !== '/webhook') return { status: 404, body: { error: 'not found' } };
+    if (method === 'GET') return { status: 200, body: { webhooks: [] } };
+    if (method === 'DELETE') {
+      deleted.push(query.get('id') ?? '');
+      return failDelete ? { status: 500, body: { error: 'down' } } : { status: 204, body: '' };
+    }
+    return { status: 201, body: { webhook: { id: 'wh_nul', url: URL, signing_secret: NUL_SECRET } } };
+  });
+  const scrubber = new SecretScrubber();
+  const secrets = new SigningSecrets([], scrubber);
+  const ensure = () =>
+    ensureRegistration({ api: fx.api, db: fx.db, secrets, log: quietLog, haveConfiguredSecrets: false }, URL);
+
+  it('deletes the webhook again and says why, without the secret', async () => {
+    const error = await ensure().then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    expect(error?.message).toBe(
+      'the platform registered webhook wh_nul with a signing secret that holds a NUL character (U+0000), which the database cannot store; it was deleted again',
+    );
+    expect(deleted).toEqual(['wh_nul']);
+    expect(Number((await fx.db.knex(fx.db.table('webhooks')).count({ n: '*' }))[0]?.n)).toBe(0);
+    expect(scrubber.scrub(`echo ${NUL_SECRET}`)).not.toContain('secret_part');
+  });
+
+  it('names the command that deletes it when deleting fails', async () => {
+    failDelete = true;
+    await expect(ensure()).rejects.toThrow(
+      /which the database cannot store; deleting it failed too \(.*500.*\): delete it with `review-mirror webhooks delete wh_nul`$/,
+    );
   });
 });
