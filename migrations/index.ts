@@ -11,6 +11,7 @@ import * as contactPushStaging from './010_contact_push_staging.js';
 import * as eventsOutbox from './011_events_outbox.js';
 import * as jobLeases from './012_job_leases.js';
 import * as directoryQuarantine from './013_directory_quarantine.js';
+import * as eventKeysGate from './014_event_keys_gate.js';
 
 export interface Migration {
   readonly name: string;
@@ -31,4 +32,5 @@ export const migrations: readonly Migration[] = [
   { name: '011_events_outbox', up: eventsOutbox.up },
   { name: '012_job_leases', up: jobLeases.up },
   { name: '013_directory_quarantine', up: directoryQuarantine.up },
+  { name: '014_event_keys_gate', up: eventKeysGate.up },
 ];

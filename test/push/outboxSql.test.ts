@@ -9,6 +9,7 @@ import {
   readOutboxStats,
   recordDecisions,
   releaseExpiredClaims,
+  renewClaims,
 } from '../../src/push/events/outboxSql.js';
 import { freshDb } from '../helpers/db.js';
 
@@ -56,8 +57,8 @@ describe('outbox SQL', () => {
           platformStatus: 'queued',
         },
       ]),
-    ).toBe(0);
-    await recordDecisions(db.knex, db, 'worker-a', [
+    ).toEqual(new Set());
+    const written = await recordDecisions(db.knex, db, 'worker-a', [
       {
         id: a[0]!.id,
         state: 'sent',
@@ -79,6 +80,7 @@ describe('outbox SQL', () => {
         platformStatus: null,
       },
     ]);
+    expect(written).toEqual(new Set([a[0]!.id, a[1]!.id]));
     expect(await outbox().where({ idempotency_key: 'c1' }).first()).toMatchObject({
       state: 'sent',
       platform_event_id: 'p1',
@@ -86,6 +88,18 @@ describe('outbox SQL', () => {
     const c2 = await outbox().where({ idempotency_key: 'c2' }).first();
     expect(c2).toMatchObject({ state: 'pending', last_error: '500', claimed_by: null });
     expect(new Date(c2.next_attempt_at).getTime()).toBeGreaterThan(Date.now() + 30_000);
+  });
+
+  it('renews only the claims the worker still holds', async () => {
+    const before = await outbox().where({ idempotency_key: 'c3' }).first('lease_expires_at');
+    const c3 = Number((await outbox().where({ idempotency_key: 'c3' }).first('id')).id);
+    const c1 = Number((await outbox().where({ idempotency_key: 'c1' }).first('id')).id);
+    expect(await renewClaims(db.knex, db, 'worker-a', [c3], 120_000)).toEqual(new Set());
+    expect(await renewClaims(db.knex, db, 'worker-b', [c3, c1], 120_000)).toEqual(new Set([c3]));
+    const after = await outbox().where({ idempotency_key: 'c3' }).first('lease_expires_at');
+    expect(new Date(after.lease_expires_at).getTime()).toBeGreaterThan(
+      new Date(before.lease_expires_at).getTime(),
+    );
   });
 
   it('takes back the claims of a dead worker as unknown outcomes: sent again and flagged, or parked', async () => {
@@ -120,7 +134,10 @@ describe('outbox SQL', () => {
       'c1',
     ]);
     expect(viaSql.rows[0].enqueued).toBe(false);
-    await db.knex(db.table('event_keys')).update({ sent_at: db.knex.raw("now() - interval '401 days'") });
+    await db
+      .knex(db.table('event_keys'))
+      .where({ idempotency_key: 'c1' })
+      .update({ sent_at: db.knex.raw("now() - interval '401 days'") });
     expect(await pruneOutbox(db.knex, db, 7, 400)).toEqual({ pruned: 0, keysForgotten: 1 });
     expect(await enqueueEvents(db.knex, db, [event('c1')])).toBe(1);
   });

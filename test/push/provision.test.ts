@@ -169,6 +169,53 @@ describe('provisioning locations and professionals', () => {
     expect(result.stdout).toContain('A user with this email already exists');
   });
 
+  it('fails a location whose derived slug is another location of another name, and still finds its own on a re-run', {
+    timeout: 60_000,
+  }, async () => {
+    // Names in a non-Latin script all derive `location`; long names sharing their first 60 slug
+    // characters derive one slug too.
+    const long = 'Riverside Family Medicine and Pediatric Care Center of Greater Springfield';
+    const slug = 'riverside-family-medicine-and-pediatric-care-center-of-great';
+    const env = envFor(sandbox);
+    const opened = await write('opened.json', {
+      locations: [{ name: 'Клиника Москва', city: 'Moscow' }, { name: `${long} North` }],
+    });
+    const first = await runCli(['provision', opened, '--no-wait'], env);
+    expect(first.code).toBe(0);
+    const created = reportLines(first.stdout);
+    expect([...created].map(([s, l]) => [s, l.outcome])).toEqual([
+      ['location', 'created'],
+      [slug, 'created'],
+    ]);
+
+    const later = await write('later.json', {
+      locations: [{ name: 'Клиника Санкт-Петербург' }, { name: `${long} South` }],
+      professionals: [{ first_name: 'Ann', last_name: 'South', email: 'ann@south.example', location: slug }],
+    });
+    for (const flags of [['--dry-run'], []]) {
+      const report = join(dir, `later-${flags.length}.json`);
+      const second = await runCli(['provision', later, '--no-wait', '--report', report, ...flags], env);
+      expect(second.code).toBe(1);
+      const rows = JSON.parse(await readFile(report, 'utf8')) as Array<Record<string, string | null>>;
+      expect(rows.map((r) => [r.outcome, r.id, r.survey_url, r.error])).toEqual([
+        ['failed', null, null, "slug location belongs to location 'Клиника Москва'; give this row a slug"],
+        ['failed', null, null, `slug ${slug} belongs to location '${long} North'; give this row a slug`],
+        ['failed', null, null, `its location ${slug} was not created (locations[1] "${long} South" failed)`],
+      ]);
+    }
+
+    const again = await runCli(['provision', opened, '--no-wait'], env);
+    expect(again.code).toBe(0);
+    for (const [s, line] of reportLines(again.stdout)) {
+      expect(line).toEqual({ ...created.get(s), outcome: 'existed', rest: line.rest });
+    }
+    const truth = await sandbox.control.truth(sandbox.companyId);
+    expect(truth.locations.filter((l) => l.name.includes('Клиника') || l.name.startsWith(long))).toHaveLength(
+      2,
+    );
+    expect(truth.professionals.filter((p) => p.last_name === 'South')).toEqual([]);
+  });
+
   it('prints what would be created in a dry run, checking references, and sends no POST', async () => {
     const before = await sandbox.control.requests();
     const file = await write('dry.yaml', {

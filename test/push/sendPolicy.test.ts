@@ -1,6 +1,12 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { ApiAuthError, ApiRequestError, ApiUnavailableError } from '../../src/partner-api/errors.js';
-import { attemptResultOf, decideAfterAttempt, type SendPolicy } from '../../src/push/events/sendPolicy.js';
+import {
+  attemptResultOf,
+  ClaimDeadlineError,
+  decideAfterAttempt,
+  type SendPolicy,
+} from '../../src/push/events/sendPolicy.js';
 
 const policy: SendPolicy = { unknownOutcome: 'retry', maxAttempts: 3, baseDelayMs: 100, maxDelayMs: 1_000 };
 const half = () => 0.5;
@@ -68,6 +74,51 @@ describe('the events send policy', () => {
       state: 'sent',
       id: 'e1',
       status: 'queued',
+    });
+  });
+
+  it('a redirect (3xx) keeps the event without counting the attempt, naming the redirected base URL', () => {
+    for (const status of [301, 307, 308]) {
+      const result = attemptResultOf(new ApiRequestError('', { route: 'POST /events', status }), text);
+      expect(result).toEqual({
+        kind: 'redirected',
+        error: `POST /events answered ${status}: : the platform's base URL (REVIEWS_API_URL) is redirected; set it to where it leads`,
+      });
+      expect(decideAfterAttempt(result, 3, policy, half)).toEqual({
+        state: 'pending',
+        delayMs: policy.maxDelayMs,
+        error: result.kind === 'redirected' ? result.error : '',
+        possibleDuplicate: false,
+        refund: true,
+      });
+    }
+  });
+
+  it('a 504 from a gateway is an unknown outcome: the platform may have acted on the POST', () => {
+    const result = attemptResultOf(
+      new ApiUnavailableError('504', { route: 'POST /events', status: 504 }),
+      text,
+    );
+    expect(result.kind).toBe('unknown');
+    expect(decideAfterAttempt(result, 1, policy, half)).toMatchObject({
+      state: 'pending',
+      possibleDuplicate: true,
+    });
+  });
+
+  it("a send cut off at its claim's deadline: unknown in flight, not sent while waiting to send again", async () => {
+    const deadline = new ClaimDeadlineError('POST /events');
+    expect(attemptResultOf(deadline, text)).toEqual({
+      kind: 'unknown',
+      error:
+        "POST /events was cut off before this replica's claim on the event ran out: it may have reached the platform",
+    });
+    // What a sleep aborted with that reason throws, as the client's wait before a retry does.
+    const waiting = await sleep(60_000, undefined, { signal: AbortSignal.abort(deadline) }).catch((e) => e);
+    expect(attemptResultOf(waiting, text)).toMatchObject({ kind: 'unavailable' });
+    expect(decideAfterAttempt(attemptResultOf(waiting, text), 1, policy, half)).toMatchObject({
+      state: 'pending',
+      possibleDuplicate: false,
     });
   });
 });

@@ -7,6 +7,8 @@ import type { Logger, SecretScrubber } from '../../log.js';
 const outboxChannel = (schema: string): string => `${schema}_events_outbox`;
 
 const RECONNECT_MAX_MS = 30_000;
+/** Longest `close` waits for the session to end: a shutdown has a deadline of its own. */
+const CLOSE_TIMEOUT_MS = 2_000;
 
 /**
  * A session that LISTENs for new outbox rows and calls `wake` on each notification, so a
@@ -15,8 +17,8 @@ const RECONNECT_MAX_MS = 30_000;
  * nothing — the poll still reads the table — so it reconnects with backoff and never throws.
  */
 export class OutboxListener {
-  #client: pg.Client | undefined;
-  #stopped = false;
+  /** Ends the loop: aborts a back-off and ends the session, whether connecting or connected. */
+  readonly #stop = new AbortController();
   readonly #done: Promise<void>;
 
   constructor(
@@ -30,7 +32,8 @@ export class OutboxListener {
   }
 
   async #run(): Promise<void> {
-    for (let failures = 0; !this.#stopped; ) {
+    const stop = this.#stop.signal;
+    for (let failures = 0; !stop.aborted; ) {
       const client = new pg.Client({
         connectionString: this.url,
         application_name: 'review-mirror-listen',
@@ -45,29 +48,59 @@ export class OutboxListener {
         client.on('end', () => resolve());
       });
       client.on('notification', () => this.wake());
+      // pg's connect does not settle when the client is ended before the server answered (its
+      // own timeout is cleared then): the stop is raced with it, and the client abandoned.
+      let abandon = () => {};
+      const stopped = new Promise<void>((resolve) => {
+        abandon = () => {
+          resolve();
+          void client.end().catch(() => {});
+        };
+      });
+      stop.addEventListener('abort', abandon, { once: true });
+      let connected = false;
       try {
-        await client.connect();
+        const connecting = client.connect().then(() => {
+          connected = true;
+        });
+        await Promise.race([connecting, stopped]);
+        if (stop.aborted) {
+          connecting.catch(() => {});
+          break;
+        }
         await client.query(`listen "${outboxChannel(this.schema).replaceAll('"', '""')}"`);
-        this.#client = client;
         failures = 0;
         // Rows committed while no session listened are found now, not at the next poll.
         this.wake();
-        await lost;
+        await Promise.race([lost, stopped]);
       } catch (error) {
-        this.log.warn({ err: this.scrubber.scrub(describeError(error)) }, 'outbox LISTEN session failed');
+        if (!stop.aborted) {
+          this.log.warn({ err: this.scrubber.scrub(describeError(error)) }, 'outbox LISTEN session failed');
+        }
       } finally {
-        this.#client = undefined;
-        await client.end().catch(() => {});
+        stop.removeEventListener('abort', abandon);
+        // An unconnected client would wait out its connect timeout here.
+        const ended = client.end().catch(() => {});
+        if (connected) await ended;
       }
-      if (this.#stopped) break;
+      if (stop.aborted) break;
       failures++;
-      await sleep(Math.min(RECONNECT_MAX_MS, 500 * 2 ** Math.min(failures, 6)));
+      await sleep(Math.min(RECONNECT_MAX_MS, 500 * 2 ** Math.min(failures, 6)), undefined, {
+        signal: stop,
+      }).catch(() => {});
     }
   }
 
+  /** Stops listening; waits for the session to end, at most CLOSE_TIMEOUT_MS (then leaves it). */
   async close(): Promise<void> {
-    this.#stopped = true;
-    await this.#client?.end().catch(() => {});
-    await this.#done;
+    this.#stop.abort();
+    const timeout = new AbortController();
+    const ended = await Promise.race([
+      this.#done.then(() => true),
+      sleep(CLOSE_TIMEOUT_MS, false, { signal: timeout.signal }).catch(() => false),
+    ]);
+    timeout.abort();
+    if (!ended)
+      this.log.warn({ timeoutMs: CLOSE_TIMEOUT_MS }, 'outbox LISTEN session not closed in time; left behind');
   }
 }

@@ -14,9 +14,10 @@ import {
   type RecordedDecision,
   recordDecisions,
   releaseExpiredClaims,
+  renewClaims,
   returnUnsentClaims,
 } from './outboxSql.js';
-import { attemptResultOf, decideAfterAttempt, type SendPolicy } from './sendPolicy.js';
+import { attemptResultOf, ClaimDeadlineError, decideAfterAttempt, type SendPolicy } from './sendPolicy.js';
 
 export interface OutboxSenderDeps {
   readonly db: Db;
@@ -38,6 +39,27 @@ export interface OutboxSenderOptions {
 /** Waits between tries of an outcome write (the client's backoff, shorter: a restart is seconds). */
 const RECORD_BACKOFF = { baseDelayMs: 100, maxDelayMs: 2_000 } as const;
 
+/**
+ * The last part of a claim's lease that no request may use: a send is cut off before it (its
+ * outcome then unknown), leaving time to record the outcome while the claim is still this
+ * replica's. Past the lease another replica may take the event back and send it too.
+ */
+const RECORD_SHARE_OF_LEASE = 0.25;
+/**
+ * A claim that has waited this share of its lease (a backlog, a queue paused by a 429) is renewed
+ * before it is sent, so that its request has most of a lease; claims waiting in the queue are
+ * renewed as often while a drain lasts, so that no other replica takes them for dead.
+ */
+const RENEW_AFTER_SHARE_OF_LEASE = 0.25;
+/** A drain lasts as long as events keep coming: its housekeeping runs at least this often. */
+const HOUSEKEEPING_MAX_EVERY_MS = 5_000;
+
+/** A claimed event and until when this replica surely holds it (performance.now() time). */
+interface Claim {
+  readonly event: ClaimedEvent;
+  heldUntil: number;
+}
+
 export interface DrainCounts {
   sent: number;
   retried: number;
@@ -51,10 +73,18 @@ export interface DrainCounts {
  * SKIP LOCKED (no two workers hold one row), each claim leased so a dead worker's rows are taken
  * back, outcomes group-committed as answers arrive (all of them before `drain` returns), and at
  * most `concurrency` requests in flight under one rate limit, paused as a whole by a 429.
+ *
+ * A row is POSTed only while its claim surely lasts: the lease runs from the claim (or renewal)
+ * statement, so it ends no sooner than its lease after that statement was sent, by this process's
+ * clock. A claim that waited is renewed first (and not sent if it was taken back), and every send
+ * is cut off a margin before its claim ends, the client's own waits (a 429's Retry-After) included.
  */
 export class OutboxSender {
   readonly #queue: PQueue;
-  readonly #decisions: GroupCommit<RecordedDecision>;
+  /** Whether each outcome was written (false: the claim was no longer this worker's). */
+  readonly #decisions: GroupCommit<RecordedDecision, boolean>;
+  /** Whether each claim was renewed (false: taken back by another replica). */
+  readonly #renewals: GroupCommit<number, boolean>;
   readonly #random = Math.random;
   readonly #recording = new Set<Promise<void>>();
   #writeFailure: unknown;
@@ -70,7 +100,14 @@ export class OutboxSender {
       intervalCap: options.ratePerSecond,
       interval: 1_000,
     });
-    this.#decisions = new GroupCommit((batch) => this.#record(batch));
+    this.#decisions = new GroupCommit(async (batch) => {
+      const written = await this.#record(batch);
+      return batch.map((d) => written.has(d.id));
+    });
+    this.#renewals = new GroupCommit(async (ids) => {
+      const held = await renewClaims(deps.db.knex, deps.db, options.worker, ids, options.leaseMs);
+      return ids.map((id) => held.has(id));
+    });
   }
 
   /**
@@ -78,15 +115,14 @@ export class OutboxSender {
    * failover), for up to a claim's lease: the platform's answer is known, and dropping it would
    * leave the event's outcome unknown, so the policy might send it to a person again. The write is
    * idempotent (only rows still `sending` under this worker's claim change), and past the lease
-   * the rows have been taken back and it would change nothing.
+   * the rows have been taken back and it would change nothing. Returns the ids written.
    */
-  async #record(batch: readonly RecordedDecision[]): Promise<void> {
+  async #record(batch: readonly RecordedDecision[]): Promise<Set<number>> {
     const startedAt = Date.now();
     const retry = { ...RECORD_BACKOFF, maxRetries: Number.POSITIVE_INFINITY, budgetMs: this.options.leaseMs };
     for (let attempt = 0; ; attempt++) {
       try {
-        await recordDecisions(this.deps.db.knex, this.deps.db, this.options.worker, batch);
-        return;
+        return await recordDecisions(this.deps.db.knex, this.deps.db, this.options.worker, batch);
       } catch (error) {
         const delayMs = nextRetryDelayMs(
           { retriesSoFar: attempt, elapsedMs: Date.now() - startedAt, retryAfterMs: undefined },
@@ -106,16 +142,21 @@ export class OutboxSender {
   /**
    * Claims and sends until nothing is due. `stop` ends it early: nothing new is claimed, rows
    * claimed but not started go back to pending, requests in flight finish and are recorded.
+   * `housekeeping` is the caller's periodic work (gauges, pruning), run with the sender's own
+   * (expired claims taken back, waiting claims renewed) every few seconds of a long drain.
    */
-  async drain(stop?: AbortSignal): Promise<DrainCounts> {
+  async drain(stop?: AbortSignal, housekeeping?: () => Promise<void>): Promise<DrainCounts> {
     this.#stop = stop;
     const { db } = this.deps;
+    const { leaseMs } = this.options;
     const counts: DrainCounts = { sent: 0, retried: 0, failed: 0, parked: 0, possibleDuplicates: 0 };
     const stopListening = this.deps.api.onRateLimited((delayMs) => {
       this.#queue.pause();
       setTimeout(() => this.#queue.start(), delayMs).unref();
     });
-    const waiting = new Map<number, ClaimedEvent>();
+    const waiting = new Map<number, Claim>();
+    const housekeepingEveryMs = Math.min(HOUSEKEEPING_MAX_EVERY_MS, leaseMs * RENEW_AFTER_SHARE_OF_LEASE);
+    let housekeepingAt = performance.now() + housekeepingEveryMs;
     let broken: unknown;
     try {
       await releaseExpiredClaims(db.knex, db, this.options.policy.unknownOutcome);
@@ -123,37 +164,42 @@ export class OutboxSender {
         if (broken !== undefined) throw broken;
         if (this.#writeFailure !== undefined) throw this.#takeWriteFailure();
         if (stop?.aborted) break;
+        if (performance.now() >= housekeepingAt) {
+          await this.#housekeep(waiting, housekeeping);
+          housekeepingAt = performance.now() + housekeepingEveryMs;
+        }
         // Claim only what can start soon (a claim is a lease on someone else's patience), and in
         // batches of at least `concurrency`: one claim statement per row would halve throughput.
         const concurrency = this.options.concurrency;
         const busy = this.#queue.size + this.#queue.pending;
         const room = concurrency * 3 - busy;
+        // Before the statement is sent: its lease surely lasts until then plus the lease.
+        const claimedAt = performance.now();
         const claimed =
           room >= concurrency || busy === 0
-            ? await claimDueEvents(db.knex, db, this.options.worker, room, this.options.leaseMs)
+            ? await claimDueEvents(db.knex, db, this.options.worker, room, leaseMs)
             : [];
         for (const event of claimed) {
-          waiting.set(event.id, event);
+          waiting.set(event.id, { event, heldUntil: claimedAt + leaseMs });
           this.#queue
-            .add(async () => {
-              waiting.delete(event.id);
-              await this.#send(event, counts);
-            })
+            .add(() => this.#sendClaimed(event.id, waiting, counts))
             .catch((error: unknown) => {
               broken ??= error;
             });
         }
         if (claimed.length === 0 && this.#queue.size + this.#queue.pending === 0) break;
-        await this.#nextCompletion(stop);
+        await this.#nextCompletion(stop, housekeepingAt - performance.now());
       }
     } finally {
       this.#queue.clear();
-      await returnUnsentClaims(db.knex, db, this.options.worker, [...waiting.keys()]).catch(
-        (error: unknown) =>
-          this.deps.log.warn(
-            { err: this.deps.scrubber.scrub(describeError(error)) },
-            'could not return unsent claims',
-          ),
+      // Emptied first: a task still renewing its claim finds it gone and sends nothing.
+      const unsent = [...waiting.keys()];
+      waiting.clear();
+      await returnUnsentClaims(db.knex, db, this.options.worker, unsent).catch((error: unknown) =>
+        this.deps.log.warn(
+          { err: this.deps.scrubber.scrub(describeError(error)) },
+          'could not return unsent claims',
+        ),
       );
       await this.#queue.onIdle();
       await Promise.allSettled([...this.#recording]);
@@ -164,6 +210,61 @@ export class OutboxSender {
     return counts;
   }
 
+  /**
+   * What the start of a drain does, again: claims whose worker died are taken back (a drain under
+   * a steady inflow never ends, and they would stay `sending` for ever), this drain's claims still
+   * waiting for a slot are renewed, and the caller's own housekeeping runs.
+   */
+  async #housekeep(waiting: ReadonlyMap<number, Claim>, housekeeping?: () => Promise<void>): Promise<void> {
+    const { db } = this.deps;
+    const { leaseMs, worker } = this.options;
+    await releaseExpiredClaims(db.knex, db, this.options.policy.unknownOutcome);
+    const renewedAt = performance.now();
+    const stale = [...waiting.values()].filter((c) => this.#needsRenewal(c.heldUntil, renewedAt));
+    if (stale.length > 0) {
+      const held = await renewClaims(
+        db.knex,
+        db,
+        worker,
+        stale.map((c) => c.event.id),
+        leaseMs,
+      );
+      for (const claim of stale) if (held.has(claim.event.id)) claim.heldUntil = renewedAt + leaseMs;
+    }
+    await housekeeping?.();
+  }
+
+  #needsRenewal(heldUntil: number, now: number): boolean {
+    return heldUntil - now < this.options.leaseMs * (1 - RENEW_AFTER_SHARE_OF_LEASE);
+  }
+
+  /**
+   * One queued claim's turn: sent if this replica still holds it (renewed first if it waited),
+   * left alone if the drain gave it back meanwhile or another replica took it.
+   */
+  async #sendClaimed(id: number, waiting: Map<number, Claim>, counts: DrainCounts): Promise<void> {
+    const claim = waiting.get(id);
+    if (claim === undefined) return;
+    let heldUntil = claim.heldUntil;
+    const renewedAt = performance.now();
+    if (this.#needsRenewal(heldUntil, renewedAt)) {
+      // A failure throws with the claim still waiting: the drain ends and gives it back.
+      const held = await this.#renewals.add(id);
+      if (!waiting.has(id)) return;
+      if (!held) {
+        waiting.delete(id);
+        this.deps.log.warn(
+          { idempotency_key: claim.event.key },
+          'event not sent: its claim ran out while it waited and another replica took it back',
+        );
+        return;
+      }
+      heldUntil = renewedAt + this.options.leaseMs;
+    }
+    waiting.delete(id);
+    await this.#send(claim.event, heldUntil, counts);
+  }
+
   /** A failed outcome write ends this drain only: the next one starts clean (its rows' leases lapse). */
   #takeWriteFailure(): unknown {
     const failure = this.#writeFailure;
@@ -171,31 +272,43 @@ export class OutboxSender {
     return failure;
   }
 
-  /** Resolves when a send finishes or `stop` fires, leaving no listener behind. */
-  #nextCompletion(stop: AbortSignal | undefined): Promise<void> {
+  /** Resolves when a send finishes, `stop` fires or `timeoutMs` passes, leaving nothing behind. */
+  #nextCompletion(stop: AbortSignal | undefined, timeoutMs: number): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
+        clearTimeout(timer);
         this.#queue.off('next', done);
         stop?.removeEventListener('abort', done);
         resolve();
       };
+      const timer = setTimeout(done, Math.max(0, timeoutMs));
       this.#queue.once('next', done);
       stop?.addEventListener('abort', done, { once: true });
     });
   }
 
-  async #send(event: ClaimedEvent, counts: DrainCounts): Promise<void> {
+  /** Sends one event whose claim this replica holds until `heldUntil`, and queues its outcome. */
+  async #send(event: ClaimedEvent, heldUntil: number, counts: DrainCounts): Promise<void> {
     const { api, log, scrubber, metrics } = this.deps;
     let decision: RecordedDecision;
+    // Not tied to the stop signal: a request cut off mid-flight would have an unknown outcome. Cut
+    // off before the claim ends only, where the alternative is two replicas sending it.
+    const deadline = new AbortController();
+    const timer = setTimeout(
+      () => deadline.abort(new ClaimDeadlineError('POST /events')),
+      heldUntil - this.options.leaseMs * RECORD_SHARE_OF_LEASE - performance.now(),
+    );
     try {
-      // Not tied to the stop signal: a request cut off mid-flight would have an unknown outcome.
-      const answer = await api.events.send({
-        email: event.email ?? undefined,
-        contact_id: event.contactId ?? undefined,
-        event_type: event.eventType,
-        professional_id: event.professionalId ?? undefined,
-        metadata: event.metadata ?? undefined,
-      });
+      const answer = await api.events.send(
+        {
+          email: event.email ?? undefined,
+          contact_id: event.contactId ?? undefined,
+          event_type: event.eventType,
+          professional_id: event.professionalId ?? undefined,
+          metadata: event.metadata ?? undefined,
+        },
+        deadline.signal,
+      );
       decision = { ...blank(event.id), state: 'sent', platformId: answer.id, platformStatus: answer.status };
     } catch (error) {
       const result = attemptResultOf(error, (e) => scrubber.scrub(describeError(e)));
@@ -215,18 +328,30 @@ export class OutboxSender {
             : { ...blank(event.id), state: next.state, error: next.error };
       log.warn(
         {
-          key: event.key,
+          idempotency_key: event.key,
           attempts: event.attempts,
           err: 'error' in result ? result.error : undefined,
           next: next.state,
         },
         'event not sent',
       );
+    } finally {
+      clearTimeout(timer);
     }
     // The slot is free once the platform answered; the outcome is written by the next group
     // commit. A worker killed before it lands leaves the row `sending`: its lease runs out and the
     // event is taken back as an unknown outcome, counted under the policy, never lost.
-    const recorded = this.#decisions.add(decision);
+    const recorded = this.#decisions.add(decision).then((written) => {
+      // The claim ran out before the outcome landed (a database outage longer than the margin, a
+      // stalled process), and another replica took the event back: it may send it again. (After
+      // a write retried because its answer was lost, it may be this worker's own earlier write.)
+      if (!written) {
+        log.error(
+          { idempotency_key: event.key, outcome: decision.state, worker: this.options.worker },
+          'event outcome not recorded: this replica no longer holds its claim; another replica may send it again (possible duplicate)',
+        );
+      }
+    });
     this.#recording.add(recorded);
     void recorded.then(
       () => this.#recording.delete(recorded),

@@ -29,6 +29,7 @@ export class OutboxService {
   #wake: (() => void) | undefined;
   #pending = false;
   #loop: Promise<void> | undefined;
+  #lastPrune = 0;
 
   constructor(
     private readonly deps: OutboxServiceDeps,
@@ -59,28 +60,16 @@ export class OutboxService {
   }
 
   async #run(): Promise<void> {
-    const { db, log, scrubber, metrics } = this.deps;
+    const { log, scrubber } = this.deps;
     const stop = this.#stop.signal;
-    let lastPrune = 0;
     for (let failures = 0; !stop.aborted; ) {
       this.#pending = false;
       try {
-        const counts = await this.#sender.drain(stop);
+        // Housekeeping also runs inside the drain: under a steady inflow a drain does not end.
+        const counts = await this.#sender.drain(stop, () => this.#housekeep());
         if (counts.sent + counts.failed + counts.parked + counts.retried > 0)
           log.info({ ...counts }, 'outbox drained');
-        if (Date.now() - lastPrune > PRUNE_EVERY_MS) {
-          const pruned = await pruneOutbox(
-            db.knex,
-            db,
-            this.config.retentionDays,
-            this.config.keyRetentionDays,
-          );
-          lastPrune = Date.now();
-          if (pruned.pruned + pruned.keysForgotten > 0) log.info(pruned, 'outbox pruned');
-        }
-        const stats = await readOutboxBacklog(db.knex, db);
-        metrics?.outboxBacklog.set(stats.backlog);
-        metrics?.outboxOldestPending.set(stats.oldestPendingSeconds);
+        await this.#housekeep();
         failures = 0;
       } catch (error) {
         failures++;
@@ -103,6 +92,19 @@ export class OutboxService {
       });
       this.#wake = undefined;
     }
+  }
+
+  /** Prunes old rows when an hour has passed since the last prune, and refreshes the backlog gauges. */
+  async #housekeep(): Promise<void> {
+    const { db, log, metrics } = this.deps;
+    if (Date.now() - this.#lastPrune > PRUNE_EVERY_MS) {
+      const pruned = await pruneOutbox(db.knex, db, this.config.retentionDays, this.config.keyRetentionDays);
+      this.#lastPrune = Date.now();
+      if (pruned.pruned + pruned.keysForgotten > 0) log.info(pruned, 'outbox pruned');
+    }
+    const stats = await readOutboxBacklog(db.knex, db);
+    metrics?.outboxBacklog.set(stats.backlog);
+    metrics?.outboxOldestPending.set(stats.oldestPendingSeconds);
   }
 
   /** Stops claiming, lets requests in flight finish and record (bounded by the caller's grace). */

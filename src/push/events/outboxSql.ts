@@ -37,19 +37,33 @@ export interface RecordedDecision {
   readonly platformStatus: string | null;
 }
 
-/** Enqueues events whose keys are not known yet (in the outbox or among the pruned sent keys). */
+/**
+ * Enqueues the events whose keys were never enqueued (or were forgotten after the key retention),
+ * the first of a key within `events` winning. A key enters event_keys in the same statement and
+ * stays there for as long as it is remembered, so it is the gate: only a key newly inserted there
+ * is enqueued (as by enqueue_event), and no prune of its outbox row can let it through again.
+ */
 export async function enqueueEvents(q: Queryable, db: Tables, events: readonly NewEvent[]): Promise<number> {
   if (events.length === 0) return 0;
   const { rows } = (await q.raw(
-    `insert into ?? (idempotency_key, email, contact_id, event_type, professional_id, metadata, source)
-     select t.key, t.email, t.contact_id, t.event_type, t.professional_id, t.metadata::jsonb, t.source
-       from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])
-         as t(key, email, contact_id, event_type, professional_id, metadata, source)
-      where not exists (select 1 from ?? k where k.idempotency_key = t.key)
+    `with input as (
+       select * from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])
+         with ordinality as t(key, email, contact_id, event_type, professional_id, metadata, source, ord)
+     ),
+     firsts as (select distinct on (key) * from input order by key, ord),
+     -- In key order: concurrent enqueues of overlapping keys queue behind each other, not deadlock.
+     fresh as (
+       insert into ?? (idempotency_key) select key from firsts order by key
+       on conflict (idempotency_key) do nothing
+       returning idempotency_key
+     )
+     insert into ?? (idempotency_key, email, contact_id, event_type, professional_id, metadata, source)
+     select f.key, f.email, f.contact_id, f.event_type, f.professional_id, f.metadata::jsonb, f.source
+       from firsts f join fresh on fresh.idempotency_key = f.key
+      order by f.ord
      on conflict (idempotency_key) do nothing
      returning id`,
     [
-      db.table('events_outbox'),
       events.map((e) => e.key),
       events.map((e) => e.email) as string[],
       events.map((e) => e.contactId) as string[],
@@ -58,6 +72,7 @@ export async function enqueueEvents(q: Queryable, db: Tables, events: readonly N
       events.map((e) => (e.metadata === null ? null : JSON.stringify(e.metadata))) as string[],
       events.map((e) => e.source),
       db.table('event_keys'),
+      db.table('events_outbox'),
     ],
   )) as { rows: unknown[] };
   // Wakes the outbox workers as enqueue_event does (delivered at commit, like the rows).
@@ -119,6 +134,30 @@ export async function claimDueEvents(
 }
 
 /**
+ * Extends the claims `worker` still holds among `ids` by a lease from now, and returns their ids:
+ * one missing was taken back (its lease ran out and another replica released it) and must not be
+ * sent by this worker. A conditional write, so a claim is never renewed once another has it.
+ */
+export async function renewClaims(
+  q: Queryable,
+  db: Tables,
+  worker: string,
+  ids: readonly number[],
+  leaseMs: number,
+): Promise<Set<number>> {
+  if (ids.length === 0) return new Set();
+  const { rows } = (await preparedRaw(
+    q,
+    db,
+    `update ?? set lease_expires_at = now() + make_interval(secs => ?)
+      where id = any(?::bigint[]) and state = 'sending' and claimed_by = ?
+      returning id`,
+    [db.table('events_outbox'), leaseMs / 1000, [...ids], worker],
+  )) as { rows: Array<{ id: string | number }> };
+  return new Set(rows.map((r) => Number(r.id)));
+}
+
+/**
  * Claims whose lease ran out: their worker died or hung after claiming, so whether the platform
  * received the event is unknown. Under `retry` they are sent again and marked as possible
  * duplicates; under `park` they wait for an operator.
@@ -161,17 +200,18 @@ export async function returnUnsentClaims(
 }
 
 /**
- * The outcomes of many attempts in one statement. Only rows this worker still holds are written:
- * a claim that lapsed and was taken over is the new holder's to record.
+ * The outcomes of many attempts in one statement, returning the ids written. Only rows this worker
+ * still holds are written: a claim that lapsed and was taken back is no longer this worker's to
+ * record (and its event may be sent again by another).
  */
 export async function recordDecisions(
   q: Queryable,
   db: Tables,
   worker: string,
   decisions: readonly RecordedDecision[],
-): Promise<number> {
-  if (decisions.length === 0) return 0;
-  const { rowCount } = (await preparedRaw(
+): Promise<Set<number>> {
+  if (decisions.length === 0) return new Set();
+  const { rows } = (await preparedRaw(
     q,
     db,
     `update ?? as o
@@ -189,7 +229,8 @@ export async function recordDecisions(
             lease_expires_at = null
        from unnest(?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::boolean[], ?::boolean[], ?::text[], ?::text[])
          as d(id, state, delay_ms, error, possible_duplicate, refund, platform_id, platform_status)
-      where o.id = d.id and o.state = 'sending' and o.claimed_by = ?`,
+      where o.id = d.id and o.state = 'sending' and o.claimed_by = ?
+      returning o.id`,
     [
       db.table('events_outbox'),
       decisions.map((d) => d.id),
@@ -202,8 +243,8 @@ export async function recordDecisions(
       decisions.map((d) => d.platformStatus) as string[],
       worker,
     ],
-  )) as { rowCount?: number | null; affectedRows?: number };
-  return rowCount ?? 0;
+  )) as { rows: Array<{ id: string | number }> };
+  return new Set(rows.map((r) => Number(r.id)));
 }
 
 export interface OutboxRow {
@@ -248,33 +289,41 @@ export async function listEvents(
   }));
 }
 
-/** An operator's decision on a parked or failed event: send it (again), or never. */
+/** The states an operator's decision applies to: `discard` leaves a failed event as it is. */
+const RESOLVABLE = { retry: ['parked', 'failed', 'pending'], discard: ['parked', 'pending'] } as const;
+
+/**
+ * An operator's decision on a parked or failed event: send it (again), or never. One conditional
+ * write, so an event a replica claims meanwhile (`sending`) is left alone. Returns the event's
+ * state afterwards: the new one, else the one that stopped the change (undefined: no such key).
+ */
 export async function resolveEvent(
   q: Queryable,
   db: Tables,
   key: string,
   action: 'retry' | 'discard',
 ): Promise<string | undefined> {
-  const row: { state: string } | undefined = await q(db.table('events_outbox'))
+  const changed: Array<{ state: string }> = await q(db.table('events_outbox'))
     .where({ idempotency_key: key })
-    .first('state');
-  if (row === undefined) return undefined;
-  if (!['parked', 'failed', 'pending'].includes(row.state)) return row.state;
-  if (action === 'discard' && row.state === 'failed') return row.state;
-  await q(db.table('events_outbox'))
-    .where({ idempotency_key: key })
-    .whereIn('state', ['parked', 'failed', 'pending'])
+    .whereIn('state', RESOLVABLE[action])
     .update(
       action === 'retry'
         ? { state: 'pending', next_attempt_at: q.fn.now(), last_error: null }
         : { state: 'failed', last_error: 'discarded by an operator' },
+      ['state'],
     );
-  return action === 'retry' ? 'pending' : 'failed';
+  if (changed.length > 0) return changed[0]!.state;
+  // A statement of its own: it sees the state that the write above waited for and found.
+  const row: { state: string } | undefined = await q(db.table('events_outbox'))
+    .where({ idempotency_key: key })
+    .first('state');
+  return row?.state;
 }
 
 /**
  * Housekeeping: sent rows older than the retention leave the outbox (a queue table bloats
- * otherwise), their keys kept in event_keys for the key retention, then forgotten.
+ * otherwise). Their keys stay in event_keys, which has held them since they were enqueued, now
+ * with the time they were sent, and are forgotten once that is older than the key retention.
  */
 export async function pruneOutbox(
   q: Queryable,
@@ -282,17 +331,19 @@ export async function pruneOutbox(
   retentionDays: number,
   keyRetentionDays: number,
 ): Promise<{ pruned: number; keysForgotten: number }> {
+  // An upsert, not an update: a row enqueued by a replica older than migration 014 has no key yet.
   const { rows } = (await q.raw(
     `with gone as (
        delete from ?? where state = 'sent' and sent_at < now() - make_interval(days => ?)
        returning idempotency_key, sent_at
      )
      insert into ?? (idempotency_key, sent_at) select idempotency_key, sent_at from gone
-     on conflict (idempotency_key) do nothing
+     on conflict (idempotency_key) do update set sent_at = excluded.sent_at
      returning idempotency_key`,
     [db.table('events_outbox'), retentionDays, db.table('event_keys')],
   )) as { rows: unknown[] };
-  // A count from the statement itself: the embedded driver does not report affected rows.
+  // A count from the statement itself: the embedded driver does not report affected rows. Only
+  // keys whose rows were pruned have a sent_at: one still in the outbox is never forgotten.
   const forgotten = (await q.raw(
     `with gone as (delete from ?? where sent_at < now() - make_interval(days => ?) returning 1)
      select count(*)::int as n from gone`,

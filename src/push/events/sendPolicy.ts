@@ -23,7 +23,13 @@ export type AttemptResult =
   /** Sent, but no complete answer came back: the platform may have it. */
   | { readonly kind: 'unknown'; readonly error: string }
   /** The API key was refused: nothing is sent until an operator acts; the event stays as it was. */
-  | { readonly kind: 'unauthorized'; readonly error: string };
+  | { readonly kind: 'unauthorized'; readonly error: string }
+  /**
+   * A 3xx: the client follows no redirect, so the platform did nothing. The base URL is wrong (an
+   * http:// one redirected to https://, a moved host): as with a refused key, nothing is sent
+   * until an operator fixes it.
+   */
+  | { readonly kind: 'redirected'; readonly error: string };
 
 export type OutboxDecision =
   | { readonly state: 'sent'; readonly id: string | null; readonly status: string | null }
@@ -39,17 +45,48 @@ export type OutboxDecision =
       readonly refund: boolean;
     };
 
+/**
+ * Why a send was cut off: the replica's claim on the event was about to run out, and past it
+ * another replica may take the event back and send it too. The sender aborts the request with it.
+ */
+export class ClaimDeadlineError extends Error {
+  override readonly name = 'ClaimDeadlineError';
+  constructor(route: string) {
+    super(`${route} was cut off before this replica's claim on the event ran out`);
+  }
+}
+
 /** Classifies what the API client threw. `describe` turns an error into its scrubbed text. */
 export function attemptResultOf(error: unknown, describe: (e: unknown) => string): AttemptResult {
+  // The client throws the abort's reason itself when the request was in flight...
+  if (error instanceof ClaimDeadlineError) {
+    return { kind: 'unknown', error: `${error.message}: it may have reached the platform` };
+  }
+  // ...and an AbortError caused by it when it was waiting to send again. A POST is only sent again
+  // after a 429 or a failed connection, neither of which the platform acted on.
+  if (error instanceof Error && error.name === 'AbortError' && error.cause instanceof ClaimDeadlineError) {
+    return {
+      kind: 'unavailable',
+      error: `${error.cause.message} while it waited to be sent again (a 429 or a failed connection): not sent`,
+    };
+  }
   const text = describe(error);
   if (error instanceof ApiAuthError) return { kind: 'unauthorized', error: text };
   if (error instanceof ApiRequestError) {
+    if (error.status >= 300 && error.status <= 399) {
+      return {
+        kind: 'redirected',
+        error: `${text}: the platform's base URL (REVIEWS_API_URL) is redirected; set it to where it leads`,
+      };
+    }
     // 408 and 409 are the platform's way of saying "not now", not "never".
     if (error.status === 408 || error.status === 409) return { kind: 'unavailable', error: text };
     return { kind: 'refused', error: text };
   }
   if (error instanceof ApiUnavailableError) {
-    return error.outcomeUnknown ? { kind: 'unknown', error: text } : { kind: 'unavailable', error: text };
+    // A gateway that gave up waiting had passed the request on: the platform may have acted on it.
+    if (error.outcomeUnknown || error.status === 504) return { kind: 'unknown', error: text };
+    return { kind: 'unavailable', error: text };
   }
   // Anything else (a body that broke the contract on a 2xx, a bug): the request was answered with
   // success or may have been processed; treated as unknown, never silently as sent.
@@ -75,6 +112,7 @@ export function decideAfterAttempt(
     case 'refused':
       return { state: 'failed', error: result.error };
     case 'unauthorized':
+    case 'redirected':
       return {
         state: 'pending',
         delayMs: policy.maxDelayMs,

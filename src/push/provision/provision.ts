@@ -52,10 +52,11 @@ type Found = { kind: 'location'; record: Location } | { kind: 'professional'; re
 
 /**
  * Creates the file's locations, then its professionals, each once: a record whose slug already
- * exists on the platform (read by that slug; the mirror is only a cache) is left alone. A refused
- * record (409, 422, an unknown location) is reported with its reason and the rest go on. Then
- * waits, bounded, for every record's default_survey_url, stores what it read in the mirror's
- * tables, and returns one result per record of the file.
+ * exists on the platform (read by that slug; the mirror is only a cache) is left alone, unless it
+ * is a location found by a slug derived from its name and named otherwise: another location, so
+ * the row fails. A refused record (409, 422, an unknown location) is reported with its reason and
+ * the rest go on. Then waits, bounded, for every record's default_survey_url, stores what it read
+ * in the mirror's tables, and returns one result per record of the file.
  */
 export async function provision(
   deps: ProvisionDeps,
@@ -84,7 +85,11 @@ export async function provision(
     options.concurrency,
     perRecord(signal, async (spec, result) => {
       const existing = await readIfExists(() => api.locations.get(spec.body.slug, signal));
-      if (existing !== undefined) {
+      if (existing !== undefined && spec.derivedSlug && !sameName(existing.name, spec.body.name)) {
+        // Different names can derive one slug (a non-Latin name becomes `location`; a long one is
+        // cut at 60 characters): reporting the other location would hand out its survey URL.
+        fail(result, `slug ${spec.body.slug} belongs to location '${existing.name}'; give this row a slug`);
+      } else if (existing !== undefined) {
         settle(result, options.dryRun ? 'exists' : 'existed', existing);
         found.set(result, { kind: 'location', record: existing });
       } else if (options.dryRun) {
@@ -197,6 +202,11 @@ function settle(result: ProvisionResult, outcome: ProvisionOutcome, record: Loca
   result.outcome = outcome;
   result.id = String(record.id);
   result.survey_url = record.default_survey_url;
+}
+
+/** The same display name, however it was typed (composed or decomposed accents, outer spaces). */
+function sameName(a: string, b: string): boolean {
+  return a.normalize('NFC').trim() === b.normalize('NFC').trim();
 }
 
 function fail(result: ProvisionResult, error: string): void {

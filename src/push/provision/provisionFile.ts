@@ -83,7 +83,9 @@ const fileSchema = z.strictObject(
 /**
  * A location without a slug gets the one the platform would generate from its name, so one
  * created earlier from its name alone is found. A second location of the same name in the file
- * needs a slug of its own.
+ * needs a slug of its own. No hash of the name is added (as professionals get one of the email):
+ * it would change the slug of every location already provisioned from a file without slugs. Two
+ * names that derive one slug are told apart by name when the slug is found (see `provision`).
  */
 export function derivedLocationSlug(name: string): string {
   return slugify(name, 'location');
