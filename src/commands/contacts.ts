@@ -83,12 +83,13 @@ async function runPush(ctx: Context, file: string, flags: PushFlags): Promise<vo
           progress,
         );
       };
-      // A dry run records no run; a real one is exclusive: two pushes never interleave.
+      // A dry run records no run; a real one is exclusive: two pushes never interleave, and
+      // neither does one with the inbox's of `run`.
       if (options.dryRun) await push({}, shutdown.signal);
       else
         await runJob(
           { db, log: ctx.log, scrubber: ctx.scrubber, lease: { seconds: ctx.config.jobs.leaseSeconds } },
-          { name: JOB.contactsPush, run: push },
+          { name: JOB.contactsPush, lease: JOB.contactsInbox, run: push },
           { wait: true, signal: shutdown.signal },
         );
     });

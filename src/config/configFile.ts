@@ -8,7 +8,15 @@ import { ConfigError } from './schema.js';
  * to the platform's contact fields. YAML or JSON (JSON is YAML), validated once at start-up with
  * errors naming the key. Without a file the defaults hold: columns named like the API's fields.
  */
-const column = (fallback: string) => z.string().trim().min(1, 'must name a column').default(fallback);
+const column = z.string().trim().min(1, 'must name a column');
+
+/** Without a mapping, columns are named like the API's fields. */
+const DEFAULT_COLUMNS = {
+  email: 'email',
+  name: 'name',
+  external_id: 'external_id',
+  professional_id: 'professional_id',
+};
 
 export const configFileSchema = z
   .object({
@@ -16,35 +24,26 @@ export const configFileSchema = z
       .object({
         /** Which column of the export holds each field of a contact. */
         columns: z
-          .object({
-            email: column('email'),
-            name: column('name'),
-            external_id: column('external_id'),
-            professional_id: column('professional_id'),
-          })
+          .object({ email: column, name: column, external_id: column, professional_id: column })
+          .partial()
           .strict()
-          .default({
-            email: 'email',
-            name: 'name',
-            external_id: 'external_id',
-            professional_id: 'professional_id',
-          }),
+          .prefault({}),
         /** Trim spaces around every value. */
         trim: z.boolean().default(true),
         /** Lower-case emails (the platform matches them case-insensitively; the hash should too). */
         lowercase_email: z.boolean().default(true),
       })
       .strict()
-      .default({
-        columns: {
-          email: 'email',
-          name: 'name',
-          external_id: 'external_id',
-          professional_id: 'professional_id',
-        },
-        trim: true,
-        lowercase_email: true,
-      }),
+      .prefault({})
+      .transform(({ columns, ...rest }) => ({
+        ...rest,
+        columns: { ...DEFAULT_COLUMNS, ...columns },
+        /**
+         * The fields whose column the file names: an export is expected to have those, while a
+         * default one may be absent (an export without external_id is keyed by email).
+         */
+        named_columns: Object.keys(columns) as Array<keyof typeof DEFAULT_COLUMNS>,
+      })),
     events: z
       .object({
         /**

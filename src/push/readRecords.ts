@@ -34,6 +34,12 @@ export interface ReadOptions {
   /** `,`, `;` or a tab; detected from the header line when absent. */
   readonly delimiter?: string | undefined;
   readonly encoding?: Encoding | undefined;
+  /**
+   * Columns a CSV header must have, each with what names it (`contacts.columns.external_id`): with
+   * one missing, every row would be read wrong, so the file is refused as a whole. (A JSON Lines
+   * object may leave out what it has no value for, so it is not checked.)
+   */
+  readonly requiredColumns?: ReadonlyMap<string, string> | undefined;
 }
 
 /** The format a file's name implies: `.jsonl`/`.ndjson` are JSON Lines, anything else CSV. */
@@ -116,7 +122,7 @@ export async function* readRecords(
   const bytes = typeof source === 'string' ? createReadStream(source) : source;
   const text = bytes.pipe(decode(encoding));
   if (format === 'jsonl') yield* readJsonLines(text, encoding);
-  else yield* readCsv(text, encoding, options.delimiter);
+  else yield* readCsv(text, encoding, options.delimiter, options.requiredColumns);
 }
 
 async function* readJsonLines(text: Readable, encoding: Encoding): AsyncGenerator<ReadItem> {
@@ -139,7 +145,19 @@ async function* readJsonLines(text: Readable, encoding: Encoding): AsyncGenerato
     }
     const fields: Record<string, string> = {};
     for (const [k, v] of Object.entries(value)) {
-      if (v !== null && v !== undefined) fields[k] = typeof v === 'string' ? v : JSON.stringify(v);
+      if (v === null || v === undefined) continue;
+      // JSON.parse has already rounded it: 9007199254740993 would be sent as …992, another CRM id.
+      if (typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v)) {
+        yield {
+          error: {
+            line,
+            field: k,
+            reason: 'is a whole number too large to read exactly: write it as a string',
+          },
+        };
+        return;
+      }
+      fields[k] = typeof v === 'string' ? v : JSON.stringify(v);
     }
     const bad = unusableField(fields, line, encoding);
     yield bad ? { error: bad } : { record: { line, fields } };
@@ -152,29 +170,48 @@ async function* readJsonLines(text: Readable, encoding: Encoding): AsyncGenerato
   if (rest !== '') yield* handle(rest);
 }
 
+/**
+ * Text fed to the parser since it last gave a record, past which the file stops being read: a quote
+ * opened and never closed makes csv-parse hold the rest of the file as one field, and a large
+ * export would take the memory of the whole process with it. (csv-parse's own max_record_size
+ * drops the rest of its buffer silently.)
+ */
+const MAX_TEXT_WITHOUT_RECORD = 16 * 2 ** 20;
+
 async function* readCsv(
   text: Readable,
   encoding: Encoding,
   delimiter: string | undefined,
+  requiredColumns: ReadonlyMap<string, string> | undefined,
 ): AsyncGenerator<ReadItem> {
   // The delimiter is read off the header line before the parser starts.
   const iterator = text[Symbol.asyncIterator]();
   let head = '';
   const buffered: string[] = [];
-  while (!head.includes('\n')) {
+  // Bounded too: a file with no line break is no CSV, and the guard below ends its reading.
+  while (!head.includes('\n') && head.length < 2 ** 20) {
     const next = await iterator.next();
     if (next.done) break;
     head += String(next.value);
     buffered.push(String(next.value));
   }
   const chosen = delimiter ?? detectDelimiter(head.split('\n')[0]!.replace(/^\uFEFF/, ''));
+  let sinceRecord = 0;
+  let cutShort = false;
   const replay = Readable.from(
     (async function* () {
       yield* buffered;
       for (;;) {
         const next = await iterator.next();
         if (next.done) return;
-        yield String(next.value);
+        const chunk = String(next.value);
+        sinceRecord += chunk.length;
+        if (sinceRecord > MAX_TEXT_WITHOUT_RECORD) {
+          cutShort = true;
+          await iterator.return?.();
+          return;
+        }
+        yield chunk;
       }
     })(),
   );
@@ -216,13 +253,14 @@ async function* readCsv(
   for await (const item of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
     yield* reportSkipped();
     seen++;
+    sinceRecord = 0;
     const breaks = countLineBreaks(item.record);
     const line = item.info.lines - breaks.counted - overCounted;
     overCounted += breaks.counted - breaks.real;
     lastLine = line + breaks.real;
     if (header === undefined) {
       header = item.record.map((h) => h.trim());
-      checkHeader(header);
+      checkHeader(header, requiredColumns ?? new Map());
       continue;
     }
     if (item.record.length !== header.length) {
@@ -238,10 +276,18 @@ async function* readCsv(
     yield bad ? { error: bad } : { record: { line, fields } };
   }
   yield* reportSkipped(true);
+  if (cutShort) {
+    const reason = `was not read, nor anything after it: one record ran past ${MAX_TEXT_WITHOUT_RECORD / 2 ** 20} MiB of text (a quote opened and never closed?)`;
+    yield { error: { line: lastLine + 1, field: '(row)', reason } };
+  }
 }
 
-/** Two columns of one name would make every row ambiguous: the file is refused as a whole. */
-function checkHeader(header: readonly string[]): void {
+/**
+ * Two columns of one name would make every row ambiguous, and a column the mapping needs missing
+ * would read every row wrong (a renamed `CRM ID` column: every contact sent without its
+ * external_id): the file is refused as a whole.
+ */
+function checkHeader(header: readonly string[], required: ReadonlyMap<string, string>): void {
   const seen = new Map<string, number>();
   header.forEach((name, i) => {
     if (name === '') return;
@@ -253,6 +299,13 @@ function checkHeader(header: readonly string[]): void {
     }
     seen.set(name, i);
   });
+  for (const [name, namedBy] of required) {
+    if (!seen.has(name)) {
+      throw new RecordFileError(
+        `the header has no column "${name}" (${namedBy}); its columns: ${header.map((h) => `"${h}"`).join(', ')}`,
+      );
+    }
+  }
 }
 
 /**

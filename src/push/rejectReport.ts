@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
 import { stringify } from 'csv-stringify';
 
 export interface ReportRow {
@@ -16,23 +17,39 @@ export interface ReportRow {
 export class RejectReport {
   readonly path: string;
   readonly #csv = stringify({ header: true, columns: ['line', 'field', 'reason', 'key'] });
-  readonly #done: Promise<unknown>;
+  readonly #done: Promise<void>;
+  #failure: Error | undefined;
   rows = 0;
 
   constructor(inputPath: string) {
     this.path = `${inputPath}.rejects.csv`;
-    const out = createWriteStream(this.path);
-    this.#csv.pipe(out);
-    this.#done = once(out, 'close');
+    // A report that cannot be written (a full disk, a read-only export directory) fails the push
+    // that writes it, through add() and close(): never as an error nobody awaits, which would end
+    // the whole process.
+    this.#done = pipeline(this.#csv, createWriteStream(this.path)).catch((error: Error) => {
+      this.#failure ??= new Error(`the report ${this.path} could not be written: ${error.message}`, {
+        cause: error,
+      });
+    });
   }
 
   async add(row: ReportRow): Promise<void> {
+    this.#throwIfFailed();
     this.rows++;
-    if (!this.#csv.write([row.line, row.field, row.reason, row.key ?? ''])) await once(this.#csv, 'drain');
+    if (!this.#csv.write([row.line, row.field, row.reason, row.key ?? ''])) {
+      // A stream that failed never drains: waiting ends with it, and with its failure.
+      await Promise.race([once(this.#csv, 'drain').catch(() => this.#done), this.#done]);
+      this.#throwIfFailed();
+    }
   }
 
   async close(): Promise<void> {
     this.#csv.end();
     await this.#done;
+    this.#throwIfFailed();
+  }
+
+  #throwIfFailed(): void {
+    if (this.#failure !== undefined) throw this.#failure;
   }
 }

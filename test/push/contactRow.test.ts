@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfigFile } from '../../src/config/configFile.js';
 import { ConfigError } from '../../src/config/schema.js';
-import { toContactRow } from '../../src/push/contacts/contactRow.js';
+import { requiredColumnsOf, toContactRow } from '../../src/push/contacts/contactRow.js';
 import { planPush } from '../../src/push/contacts/planPush.js';
 
 const mapping = loadConfigFile(undefined).contacts;
@@ -62,5 +62,30 @@ describe('the configuration file', () => {
     expect(() => loadConfigFile(join(dir, 'bad.yaml'))).toThrow(/contacts\.columns\.email: /);
     await writeFile(join(dir, 'typo.yaml'), 'contacts:\n  colums: {}\n');
     expect(() => loadConfigFile(join(dir, 'typo.yaml'))).toThrow(/contacts: /);
+  });
+
+  it('requires of a CSV header the email column, the columns it names, and those rules read', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rm-cfg-'));
+    await writeFile(
+      join(dir, 'named.yaml'),
+      [
+        'contacts:',
+        '  columns: { external_id: CRM ID, name: Full name }',
+        'events:',
+        '  rules: [{ name: closed, column: Stage, equals: Closed, event_type: matter.closed }]',
+        '',
+      ].join('\n'),
+    );
+    const named = loadConfigFile(join(dir, 'named.yaml'));
+    expect(requiredColumnsOf(named.contacts, named.events.rules)).toEqual(
+      new Map([
+        ['email', 'contacts.columns.email'],
+        ['CRM ID', 'contacts.columns.external_id'],
+        ['Full name', 'contacts.columns.name'],
+        ['Stage', 'events.rules closed'],
+      ]),
+    );
+    // Without a file, only the email's: an export without external_id is keyed by email.
+    expect(requiredColumnsOf(mapping)).toEqual(new Map([['email', 'contacts.columns.email']]));
   });
 });

@@ -115,6 +115,38 @@ describe('contacts push', () => {
     expect((await platformContacts()).get('crm-57')?.name).toBe('Person 57, Jr. (moved)');
   });
 
+  it('leaves the staging rows of a push still sending after a day to it, on a dry run', async () => {
+    const open = () => openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir: join(dir, 'data') });
+    const longPush = '00000000-0000-4000-8000-000000000001';
+    const staged = async () => {
+      const db = await open();
+      try {
+        return (await db.knex(db.table('contact_push_staging')).where({ push_id: longPush })).length;
+      } finally {
+        await db.close();
+      }
+    };
+    const db = await open();
+    try {
+      // A large export at a low rate, staged a day and a half ago and still sending.
+      await db.knex(db.table('contact_push_staging')).insert({
+        push_id: longPush,
+        key: 'slow-1',
+        line: 2,
+        email: 'slow@example.com',
+        content_hash: 'h',
+        staged_at: db.knex.raw(`now() - interval '36 hours'`),
+      });
+    } finally {
+      await db.close();
+    }
+    expect((await push('dry.csv', csvOf(people.slice(0, 3)), '--dry-run')).result.code).toBe(0);
+    expect(await staged()).toBe(1);
+    // A real push holds the contacts lease, so no other push is sending: the rows are abandoned.
+    expect((await push('dry.csv', csvOf(people.slice(0, 3)))).result.code).toBe(0);
+    expect(await staged()).toBe(0);
+  });
+
   it('loses nothing and sends at most the requests in flight again when killed mid-push and run again', async () => {
     const batch = Array.from({ length: 1_000 }, (_, i) => ({
       external_id: `k-${i}`,

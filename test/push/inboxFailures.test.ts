@@ -1,8 +1,8 @@
-import { mkdtemp, readdir, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfigFile } from '../../src/config/configFile.js';
+import { type ContactMapping, configFileSchema, loadConfigFile } from '../../src/config/configFile.js';
 import type { Db } from '../../src/db/connect.js';
 import { runJob } from '../../src/jobs/runner.js';
 import { SecretScrubber } from '../../src/log.js';
@@ -35,16 +35,18 @@ describe('the CRM inbox when a push fails', () => {
     await sandbox?.close();
   });
 
-  const job = () =>
+  const job = (
+    over: { api?: PartnerApi; settleMs?: number; mapping?: ContactMapping; ratePerSecond?: number } = {},
+  ) =>
     contactsInboxJob(
-      { db, api, log: quietLog, scrubber: new SecretScrubber() },
+      { db, api: over.api ?? api, log: quietLog, scrubber: new SecretScrubber() },
       {
         dir,
         schedule: 'off',
-        settleMs: 0,
-        mapping: loadConfigFile(undefined).contacts,
+        settleMs: over.settleMs ?? 0,
+        mapping: over.mapping ?? loadConfigFile(undefined).contacts,
         rules: [],
-        push: { concurrency: 4, ratePerSecond: 1_000, logRetentionDays: 30 },
+        push: { concurrency: 4, ratePerSecond: over.ratePerSecond ?? 1_000, logRetentionDays: 30 },
       },
     );
   // The same job across runs, as in `run`: a file is taken once it has not changed since the last.
@@ -81,6 +83,152 @@ describe('the CRM inbox when a push fails', () => {
     expect(await runInbox()).toBe('success');
     expect(await where('crm.csv')).toBe('processed');
     expect(await onPlatform()).toBe(2);
+  });
+
+  const contactPosts = async () =>
+    Object.values((await sandbox.control.requests()).by_route['POST /api/v1/partner/contacts'] ?? {}).reduce(
+      (a, b) => a + b,
+      0,
+    );
+  const outcomes = async () => {
+    const rows: Array<{ outcome: string; n: string }> = await db
+      .knex(db.table('contacts'))
+      .select('outcome')
+      .count({ n: '*' })
+      .groupBy('outcome');
+    return Object.fromEntries(rows.map((r) => [r.outcome, Number(r.n)]));
+  };
+  const exportOf = (name: string, rows: number) =>
+    writeFile(
+      join(dir, name),
+      `external_id,email\n${Array.from({ length: rows }, (_, i) => `${name}-${i},${name.replace('.csv', '')}-${i}@example.com`).join('\n')}\n`,
+    );
+
+  it('leaves an export in place while the platform fails its contacts, stopping after ten in a row', async () => {
+    await exportOf('down.csv', 40);
+    await sandbox.control.setFaults({ partner: { error500: 1, routes: ['/api/v1/partner/contacts'] } });
+    expect(await runInbox()).toBe('success');
+    const failed = await runInbox();
+    expect(String(failed)).toMatch(
+      /the platform failed 10 contacts in a row \(the last: POST \/contacts answered 500/,
+    );
+    expect(await where('down.csv')).toBe('inbox');
+    // Ten failed in a row, and at most the three others in flight then: the rest never sent.
+    const stopped = await outcomes();
+    expect(stopped.failed).toBeGreaterThanOrEqual(10);
+    expect(stopped.failed).toBeLessThanOrEqual(13);
+    expect(stopped.pending).toBe(40 - stopped.failed!);
+    expect(await onPlatform()).toBe(2);
+
+    await sandbox.control.setFaults({});
+    expect(await runInbox()).toBe('success');
+    expect(await runInbox()).toBe('success');
+    expect(await where('down.csv')).toBe('processed');
+    expect(await onPlatform()).toBe(42);
+  });
+
+  it('stops a push at the first answer that the key is refused, and leaves the export in place', async () => {
+    await exportOf('key.csv', 40);
+    const badKey = testApi({ url: sandbox.url, apiKey: 'rm_revoked_key_0000' });
+    const before = await contactPosts();
+    try {
+      const withBadKey = job({ api: badKey });
+      const run = () => runJob({ db, log: quietLog }, withBadKey, { wait: false }).catch((e: unknown) => e);
+      expect(await run()).toMatchObject({ outcome: 'success' });
+      expect(String(await run())).toMatch(/the API key is missing, invalid or inactive/);
+    } finally {
+      await badKey.close();
+    }
+    expect(await where('key.csv')).toBe('inbox');
+    // The requests in flight when the first 401 came, no more.
+    expect((await contactPosts()) - before).toBeLessThanOrEqual(4);
+    expect(await runInbox()).toBe('success');
+    expect(await runInbox()).toBe('success');
+    expect(await where('key.csv')).toBe('processed');
+    expect(await onPlatform()).toBe(82);
+  });
+
+  it('stops a push at a rate limit longer than the retry budget, and leaves the export in place', async () => {
+    await exportOf('limited.csv', 40);
+    const before = await contactPosts();
+    await sandbox.control.setFaults({
+      partner: { error429: 1, retryAfterSeconds: 3_600, routes: ['/api/v1/partner/contacts'] },
+    });
+    expect(await runInbox()).toBe('success');
+    expect(String(await runInbox())).toMatch(
+      /the platform failed 10 contacts in a row \(the last: POST \/contacts answered 429\); the push stops/,
+    );
+    expect(await where('limited.csv')).toBe('inbox');
+    // Each given up at its first answer, ten in a row, and at most the three others in flight.
+    expect((await contactPosts()) - before).toBeLessThanOrEqual(13);
+    await sandbox.control.setFaults({});
+    expect(await runInbox()).toBe('success');
+    expect(await runInbox()).toBe('success');
+    expect(await where('limited.csv')).toBe('processed');
+    expect(await onPlatform()).toBe(122);
+  });
+
+  it('parks in failed/ an export without a column its mapping names, sending none of it', async () => {
+    await writeFile(join(dir, 'renamed.csv'), 'CRM Id,email\ny1,q@example.com\n');
+    const mapping = configFileSchema.parse({ contacts: { columns: { external_id: 'CRM ID' } } }).contacts;
+    const renamed = job({ mapping });
+    const before = await contactPosts();
+    for (let i = 0; i < 2; i++) await runJob({ db, log: quietLog }, renamed, { wait: false });
+    expect(await where('renamed.csv')).toBe('failed');
+    expect((await contactPosts()) - before).toBe(0);
+  });
+
+  it('fails the run, not the process, when the report beside an export cannot be written', async () => {
+    await exportOf('report.csv', 3);
+    // A directory where the report goes: its stream fails as on a full disk or a read-only mount.
+    await mkdir(join(dir, 'report.csv.rejects.csv'));
+    expect(await runInbox()).toBe('success');
+    expect(String(await runInbox())).toMatch(
+      /the report .*report\.csv\.rejects\.csv could not be written: EISDIR/,
+    );
+    expect(await where('report.csv')).toBe('inbox');
+    await rm(join(dir, 'report.csv.rejects.csv'), { recursive: true });
+    expect(await runInbox()).toBe('success');
+    expect(await runInbox()).toBe('success');
+    expect(await where('report.csv')).toBe('processed');
+  });
+
+  it('lets a file written during a long push settle from when it was seen changing, not from the run start', async () => {
+    // Thirty contacts at ten a second: a push of about three seconds.
+    const slow = job({ settleMs: 1_500, ratePerSecond: 10 });
+    const run = () => runJob({ db, log: quietLog }, slow, { wait: false });
+    await exportOf('a-long.csv', 30);
+    await exportOf('b-growing.csv', 1);
+    await run();
+    await new Promise((resolve) => setTimeout(resolve, 1_600));
+    // While a-long.csv is pushed, the CRM is still writing b-growing.csv.
+    const writing = new Promise((resolve) => setTimeout(resolve, 500)).then(() =>
+      exportOf('b-growing.csv', 2),
+    );
+    await run();
+    await writing;
+    expect(await where('a-long.csv')).toBe('processed');
+    // Seen changing at the end of that run, a moment ago: not settled yet.
+    await run();
+    expect(await where('b-growing.csv')).toBe('inbox');
+    await new Promise((resolve) => setTimeout(resolve, 1_600));
+    await run();
+    expect(await where('b-growing.csv')).toBe('processed');
+  });
+
+  it('keeps each export of a name the CRM reuses, beside the earlier ones', async () => {
+    for (const rows of [1, 2]) {
+      await exportOf('daily.csv', rows);
+      expect(await runInbox()).toBe('success');
+      expect(await runInbox()).toBe('success');
+    }
+    const kept = (await readdir(join(dir, 'processed'))).filter((n) => n.startsWith('daily.'));
+    expect(kept.sort()).toEqual([
+      expect.stringMatching(/^daily\.\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z\.csv$/),
+      expect.stringMatching(/^daily\.\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z\.csv\.rejects\.csv$/),
+      'daily.csv',
+      'daily.csv.rejects.csv',
+    ]);
   });
 
   it('parks in failed/ an export that cannot be read as one, and goes on', async () => {

@@ -1,6 +1,7 @@
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { detectDelimiter, type ReadItem, type ReadOptions, readRecords } from '../../src/push/readRecords.js';
 
@@ -165,6 +166,63 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
     expect(errors(items)).toEqual([
       { line: 3, field: '(row)', reason: 'opens a quote that is never closed: lines 3-5 could not be read' },
     ]);
+  });
+
+  it('reports a whole number in JSON Lines too large to read exactly, instead of sending another id', async () => {
+    const items = await read(
+      'big.jsonl',
+      '{"email":"a@example.com","external_id":9007199254740993}\n{"email":"b@example.com","external_id":9007199254740991}\n',
+    );
+    expect(records(items)).toEqual([
+      { line: 2, fields: { email: 'b@example.com', external_id: '9007199254740991' } },
+    ]);
+    expect(errors(items)).toEqual([
+      {
+        line: 1,
+        field: 'external_id',
+        reason: 'is a whole number too large to read exactly: write it as a string',
+      },
+    ]);
+  });
+
+  it('stops reading past 16 MiB of text without a record, naming where, in bounded memory', async () => {
+    // An endless record after a quote never closed: were it held whole, this would never end.
+    const endless = Readable.from(
+      (async function* () {
+        yield 'email,name\na@example.com,Ann\nb@example.com,"Bob\n';
+        for (;;) yield `${'x'.repeat(1_000)}\n`.repeat(64);
+      })(),
+    );
+    const items: ReadItem[] = [];
+    for await (const item of readRecords(endless)) items.push(item);
+    expect(records(items).map((r) => r.fields.name)).toEqual(['Ann']);
+    const [swallowed, rest] = errors(items);
+    expect(swallowed).toMatchObject({ line: 3, field: '(row)' });
+    expect(swallowed!.reason).toMatch(/^opens a quote that is never closed: lines 3-\d+ could not be read$/);
+    const last = Number(/lines 3-(\d+)/.exec(swallowed!.reason)![1]);
+    expect(last).toBeGreaterThan(16_000);
+    expect(rest).toEqual({
+      line: last + 1,
+      field: '(row)',
+      reason:
+        'was not read, nor anything after it: one record ran past 16 MiB of text (a quote opened and never closed?)',
+    });
+  });
+
+  it('refuses a header without a column the mapping names, before any row', async () => {
+    const requiredColumns = new Map([
+      ['E-mail', 'contacts.columns.email'],
+      ['CRM ID', 'contacts.columns.external_id'],
+    ]);
+    await expect(
+      read('renamed.csv', 'E-mail,CRM Id\na@example.com,1\n', { requiredColumns }),
+    ).rejects.toThrow(
+      'the header has no column "CRM ID" (contacts.columns.external_id); its columns: "E-mail", "CRM Id"',
+    );
+    // JSON Lines objects leave out what they have no value for: not checked.
+    expect(
+      records(await read('renamed.jsonl', '{"E-mail":"a@example.com"}\n', { requiredColumns })),
+    ).toHaveLength(1);
   });
 
   it('refuses a header that names a column twice, before any row', async () => {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import type { ContactMapping } from '../../config/configFile.js';
+import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import type { FileRecord, RowError } from '../readRecords.js';
 
 /** A contact as sent to the platform (spec 4.1), from one valid row of the export. */
@@ -47,6 +47,23 @@ export function contentHash(contact: Contact): string {
     contact.professional_id,
   ]);
   return createHash('sha256').update(canonical).digest('hex');
+}
+
+/**
+ * The columns a CSV export must have, with what names each: the email's, those the mapping names,
+ * and those the event rules read (a rule whose column is gone would never fire, silently).
+ */
+export function requiredColumnsOf(
+  mapping: ContactMapping,
+  rules: readonly EventRule[] = [],
+): Map<string, string> {
+  const required = new Map<string, string>();
+  const fields = new Set<keyof ContactMapping['columns']>(['email', ...mapping.named_columns]);
+  for (const field of fields) required.set(mapping.columns[field], `contacts.columns.${field}`);
+  for (const rule of rules) {
+    if (!required.has(rule.column)) required.set(rule.column, `events.rules ${rule.name}`);
+  }
+  return required;
 }
 
 /** Maps and validates one record: a contact row, or the first reason it cannot be one (which field, why). */

@@ -225,12 +225,20 @@ export async function readStagedContacts(
   }));
 }
 
-/** Ends a push: its scratch rows, and any a killed push left more than a day ago. */
-export async function clearStagedContacts(q: Queryable, db: Tables, pushId: string): Promise<void> {
-  await q(db.table('contact_push_staging'))
-    .where({ push_id: pushId })
-    .orWhere('staged_at', '<', q.raw(`now() - interval '1 day'`))
-    .del();
+/**
+ * Ends a push: its scratch rows and, for a push that holds the contacts lease, any a killed push
+ * left more than a day ago. A dry run holds no lease, so it must not prune: the rows of a day-old
+ * push still sending (a large export at a low rate) would go, and with them its unsent contacts.
+ */
+export async function clearStagedContacts(
+  q: Queryable,
+  db: Tables,
+  pushId: string,
+  options: { pruneAbandoned: boolean },
+): Promise<void> {
+  const rows = q(db.table('contact_push_staging')).where({ push_id: pushId });
+  if (options.pruneAbandoned) rows.orWhere('staged_at', '<', q.raw(`now() - interval '1 day'`));
+  await rows.del();
 }
 
 /** How many contacts are on the platform (sent), failed, or pending (a push was cut short). */

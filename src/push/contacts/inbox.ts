@@ -1,7 +1,8 @@
 import { mkdir, readdir, rename, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { extname, join } from 'node:path';
 import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import { isDataError } from '../../db/dataError.js';
+import { RetryableError } from '../../errors.js';
 import { JOB } from '../../jobs/jobNames.js';
 import { NO_FENCE } from '../../jobs/lease.js';
 import { addCount } from '../../jobs/runCounts.js';
@@ -48,7 +49,6 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
         )
         .map((e) => e.name)
         .sort();
-      const now = Date.now();
       for (const name of names) {
         signal?.throwIfAborted();
         const path = join(options.dir, name);
@@ -59,6 +59,8 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
         });
         if (stats === undefined) continue;
         const { size, mtimeMs } = stats;
+        // Read per file: the pushes before it in this run may have taken minutes.
+        const now = Date.now();
         const before = seen.get(name);
         if (before === undefined || before.size !== size || before.mtimeMs !== mtimeMs) {
           seen.set(name, { size, mtimeMs, since: now });
@@ -95,14 +97,19 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
             run ?? { runId: undefined, fence: NO_FENCE },
             signal,
           );
+          if (summary.unavailable > 0) {
+            throw new RetryableError(
+              `${summary.unavailable} contacts of ${name} were not sent: the platform was unavailable or did not answer`,
+            );
+          }
           if (summary.failed === 0) destination = 'processed';
           deps.log.info(
             { file: name, ...summary, reportPath: undefined, moved: destination },
             'CRM export pushed',
           );
         } catch (error) {
-          // Not the file's fault (the database or the platform unavailable, the key refused, the
-          // lease lost, a stop): it stays in place and the run fails, so the next run, here or on
+          // Not the file's fault (the database or the platform unavailable, contacts the platform
+          // did not answer, the key refused, the lease lost, a stop): it stays in place and the run fails, so the next run, here or on
           // the replica that took the job over, pushes it again, sending only what was not
           // recorded as sent. Only a file that cannot be taken as it is goes to failed/.
           if (!isFileFault(error)) throw error;
@@ -123,10 +130,19 @@ function isFileFault(error: unknown): boolean {
   return error instanceof RecordFileError || isDataError(error);
 }
 
-/** A pushed file and its `.rejects.csv` report, into `processed/` or `failed/`. */
+/**
+ * A pushed file and its `.rejects.csv` report, into `processed/` or `failed/`. A CRM that drops
+ * an export of the same name every day would have each replace the last there: a name already
+ * taken gets the time of the move (`crm.2026-11-26T06-50-00-000Z.csv`).
+ */
 async function moveWithReport(dir: string, name: string, destination: string): Promise<void> {
-  await rename(join(dir, name), join(dir, destination, name));
-  await rename(join(dir, `${name}.rejects.csv`), join(dir, destination, `${name}.rejects.csv`)).catch(
-    () => {},
+  const taken = await stat(join(dir, destination, name)).then(
+    () => true,
+    () => false,
   );
+  const ext = extname(name);
+  const stamp = new Date().toISOString().replaceAll(':', '-').replace('.', '-');
+  const as = taken ? `${name.slice(0, name.length - ext.length)}.${stamp}${ext}` : name;
+  await rename(join(dir, name), join(dir, destination, as));
+  await rename(join(dir, `${name}.rejects.csv`), join(dir, destination, `${as}.rejects.csv`)).catch(() => {});
 }

@@ -5,7 +5,7 @@ import PQueue from 'p-queue';
 import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import type { Db } from '../../db/connect.js';
 import { GroupCommit } from '../../db/groupCommit.js';
-import { describeError } from '../../errors.js';
+import { describeError, RetryableError } from '../../errors.js';
 import type { Fence } from '../../jobs/lease.js';
 import { addCount, type RunCounts } from '../../jobs/runCounts.js';
 import type { JobRunInfo } from '../../jobs/runner.js';
@@ -13,6 +13,7 @@ import type { Logger, SecretScrubber } from '../../log.js';
 import type { Metrics } from '../../metrics.js';
 import type { PartnerApi } from '../../partner-api/client.js';
 import { enqueueEvents } from '../events/outboxSql.js';
+import { attemptResultOf } from '../events/sendPolicy.js';
 import { formatOf, type ReadOptions } from '../readRecords.js';
 import { RejectReport } from '../rejectReport.js';
 import type { ContactRow } from './contactRow.js';
@@ -67,6 +68,11 @@ export interface PushSummary {
   created: number;
   updated: number;
   failed: number;
+  /**
+   * Of those failed, the contacts the platform did not refuse: it was unavailable or its answer
+   * was lost. Not the file's fault; the next push sends them again.
+   */
+  unavailable: number;
   /** Events the rules fired that were new to the outbox. */
   events: number;
   reportPath: string;
@@ -81,6 +87,11 @@ export interface PushProgress {
 }
 
 const PLAN_BATCH = 1_000;
+/**
+ * Contacts failed in a row, each after its own retries, by a platform that did not refuse them:
+ * it is down, and the push stops instead of trying every remaining row of the file.
+ */
+const STOP_AFTER_UNAVAILABLE_IN_A_ROW = 10;
 
 /**
  * Pushes the contacts of a CRM export. The file is streamed into staging rows (rejects to the
@@ -118,6 +129,7 @@ export async function pushContacts(
     created: 0,
     updated: 0,
     failed: 0,
+    unavailable: 0,
     events: 0,
     reportPath: report.path,
   };
@@ -148,8 +160,9 @@ export async function pushContacts(
     await sendStaged(deps, pushId, options, summary, pushLog, run.fence, signal, progress);
   } finally {
     // Rows a failed clear leaves are pruned by a later push; the push's own outcome stands.
-    await clearStagedContacts(db.knex, db, pushId).catch((error: unknown) =>
-      deps.log.warn({ err: deps.scrubber.scrub(describeError(error)) }, 'could not clear staged contacts'),
+    await clearStagedContacts(db.knex, db, pushId, { pruneAbandoned: !options.dryRun }).catch(
+      (error: unknown) =>
+        deps.log.warn({ err: deps.scrubber.scrub(describeError(error)) }, 'could not clear staged contacts'),
     );
   }
   if (!options.dryRun) await prunePushLog(db.knex, db, options.logRetentionDays);
@@ -192,8 +205,14 @@ async function sendStaged(
   });
   let handled = 0;
   const tick = () => progress?.update('sending', handled, summary.valid, handled);
-  // A database error while recording stops the push; what was not recorded is sent next time.
+  // A database error while recording, a refused key or a platform that is down stops the push:
+  // what was not sent stays pending or failed, and the next push sends it.
   let broken: unknown;
+  const stop = (error: unknown) => {
+    broken ??= error;
+    queue.clear();
+  };
+  let unavailableInARow = 0;
 
   // A worker takes its next contact only once this one's outcome is stored.
   const outcomes = new GroupCommit<{ key: string; outcome: ContactOutcome }>((batch) =>
@@ -201,30 +220,54 @@ async function sendStaged(
   );
   const send = async (row: ContactRow, operation: PushOperation) => {
     signal?.throwIfAborted();
+    let answer: { id: string | null; created: boolean | null };
     try {
-      const answer = await deps.api.contacts.upsert(row.contact, signal);
-      await outcomes.add({ key: row.key, outcome: { sent: true, platformContactId: answer.id } });
-      const created = answer.created ?? operation === 'create';
-      const outcome = created ? 'sent_created' : 'sent_updated';
-      summary.sent++;
-      if (created) summary.created++;
-      else summary.updated++;
-      pushLog.add({ line: row.line, key: row.key, operation, outcome, contentHash: row.hash });
+      answer = await deps.api.contacts.upsert(row.contact, signal);
     } catch (error) {
       if (signal?.aborted) throw error;
-      const text = deps.scrubber.scrub(describeError(error));
-      await outcomes.add({ key: row.key, outcome: { sent: false, error: text } });
-      summary.failed++;
-      log.warn({ line: row.line, key: row.key, err: text }, 'contact push failed');
-      pushLog.add({
-        line: row.line,
-        key: row.key,
-        operation,
-        outcome: 'failed',
-        error: text,
-        contentHash: row.hash,
-      });
+      await failed(row, operation, error);
+      return;
     }
+    // Outside the request's try: a database error recording a contact the platform accepted must
+    // stop the push, never record it as failed (which the next push would send again).
+    await outcomes.add({ key: row.key, outcome: { sent: true, platformContactId: answer.id } });
+    const created = answer.created ?? operation === 'create';
+    summary.sent++;
+    unavailableInARow = 0;
+    if (created) summary.created++;
+    else summary.updated++;
+    const outcome = created ? 'sent_created' : 'sent_updated';
+    pushLog.add({ line: row.line, key: row.key, operation, outcome, contentHash: row.hash });
+    await handledOne();
+  };
+  const failed = async (row: ContactRow, operation: PushOperation, error: unknown) => {
+    const text = deps.scrubber.scrub(describeError(error));
+    const result = attemptResultOf(error, () => text);
+    // Nothing can be sent until an operator acts: the contact stays pending, and so do those not
+    // yet sent. Stopped before this task ends, so the queue starts no other.
+    if (result.kind === 'unauthorized' || result.kind === 'redirected') return stop(error);
+    await outcomes.add({ key: row.key, outcome: { sent: false, error: text } });
+    summary.failed++;
+    if (result.kind !== 'refused') {
+      // A 429 too: one whose Retry-After outlasts the retry budget ends here at once.
+      summary.unavailable++;
+      if (++unavailableInARow >= STOP_AFTER_UNAVAILABLE_IN_A_ROW) {
+        const down = `the platform failed ${unavailableInARow} contacts in a row (the last: ${text}); the push stops`;
+        stop(new RetryableError(down, { cause: error }));
+      }
+    }
+    log.warn({ line: row.line, key: row.key, err: text }, 'contact push failed');
+    pushLog.add({
+      line: row.line,
+      key: row.key,
+      operation,
+      outcome: 'failed',
+      error: text,
+      contentHash: row.hash,
+    });
+    await handledOne();
+  };
+  const handledOne = async () => {
     handled++;
     tick();
     await pushLog.flush();
@@ -268,11 +311,7 @@ async function sendStaged(
         );
       });
       for (const { row, operation } of batch) {
-        queue
-          .add(() => send(row, operation))
-          .catch((error: unknown) => {
-            broken ??= error;
-          });
+        queue.add(() => send(row, operation)).catch(stop);
       }
       tick();
       await pushLog.flush();
