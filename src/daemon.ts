@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { makeAdminServer } from './admin/server.js';
 import type { Context } from './context.js';
 import { type Db, dbOptionsFromConfig, openDb } from './db/connect.js';
@@ -43,6 +44,27 @@ class StartupInterrupted extends Error {
   ) {
     super('interrupted during start-up', options);
   }
+}
+
+/** The longest wait between two tries at reaching the database at start-up. */
+const UNREACHABLE_RETRY_MAX_MS = 30_000;
+
+/**
+ * A failure to reach the server at all (refused, unresolved, cut while connecting, starting up):
+ * a database restarting as the daemon starts, which start-up waits out. Anything else (a password
+ * refused, a migration failing) ends it, as a mistake waiting cannot fix.
+ */
+function isUnreachable(error: unknown): boolean {
+  const { code, name, message } = error as { code?: unknown; name?: unknown; message?: unknown };
+  return (
+    ['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ETIMEDOUT'].includes(
+      String(code),
+    ) ||
+    // the database system is starting up, or shutting down; connection failures
+    ['57P03', '57P01', '08001', '08006'].includes(String(code)) ||
+    name === 'KnexTimeoutError' ||
+    /^Connection terminated (unexpectedly|due to connection timeout)/.test(String(message))
+  );
 }
 
 /**
@@ -115,15 +137,29 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
       },
     });
     goOn();
-    // Only a server's migration can wait on another process: the embedded one's data is ours alone.
-    const migration = migrate(db);
-    const applied =
-      db.backend === 'postgres'
-        ? await unlessAborted(migration, shutdown).catch((error: unknown) => {
-            migrationAbandoned = shutdown?.aborted === true;
-            throw error;
-          })
-        : await migration;
+    // Only a server's migration can wait on another process, or on the server itself: the
+    // embedded one's data is ours alone.
+    let applied: string[] | undefined;
+    for (let attempt = 0; applied === undefined; attempt++) {
+      try {
+        applied =
+          db.backend === 'postgres'
+            ? await unlessAborted(migrate(db), shutdown).catch((error: unknown) => {
+                migrationAbandoned = shutdown?.aborted === true;
+                throw error;
+              })
+            : await migrate(db);
+      } catch (error) {
+        if (shutdown?.aborted || !isUnreachable(error)) throw error;
+        // A failing dependency never ends the process: it waits, saying so, until it can go on.
+        const delayMs = Math.min(UNREACHABLE_RETRY_MAX_MS, 1_000 * 2 ** attempt);
+        log.warn(
+          { err: describeError(error), retryInMs: delayMs },
+          'database unreachable; start-up waits for it',
+        );
+        await sleep(delayMs, undefined, { signal: shutdown });
+      }
+    }
     log.info({ applied, backend: db.backend, schema: db.schema }, 'database ready');
     goOn();
 

@@ -3,6 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { CliProcess, freePort } from '../helpers/cli.js';
 import { daemonSetup } from '../helpers/daemon.js';
 import { dropSchema, POSTGRES_URL } from '../helpers/db.js';
+import { startTcpProxy } from '../helpers/tcpProxy.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** SIGTERM while `run` is still starting: what an orchestrator does to a replica that is slow to come up. */
@@ -55,4 +56,27 @@ describe('`run` told to stop during start-up', () => {
       await other.end().catch(() => {});
     }
   }, 60_000);
+
+  it('waits for a database that is down at start-up, saying so, and starts once it is up', async () => {
+    const proxy = await startTcpProxy();
+    proxy.down();
+    const setup = await daemonSetup(
+      { url: `http://127.0.0.1:${await freePort()}`, apiKey: 'sk_test_startup' },
+      { DATABASE_URL: proxy.url(new URL(POSTGRES_URL).pathname.slice(1)), LOG_LEVEL: 'info' },
+    );
+    schemas.push(setup.schema);
+    const daemon = new CliProcess(['run'], setup.env);
+    try {
+      await waitFor(() => daemon.stdout.includes('database unreachable; start-up waits for it'), 20_000);
+      expect(daemon.child.exitCode).toBeNull();
+      proxy.up();
+      await waitFor(() => daemon.stdout.includes('"msg":"database ready"'), 40_000);
+      daemon.kill('SIGTERM');
+      const result = await daemon.exited;
+      expect(result.code, result.stdout).toBe(0);
+    } finally {
+      daemon.kill('SIGKILL');
+      await proxy.close();
+    }
+  }, 90_000);
 });
