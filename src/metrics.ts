@@ -6,8 +6,11 @@ import { VERSION } from './version.js';
 /** Outcomes of `review_mirror_events_total`: an event's next state after an attempt, and the duplicates. */
 const EVENT_OUTCOMES = ['sent', 'retried', 'failed', 'parked', 'possible_duplicate'];
 
-/** Reasons of `review_mirror_webhook_refusals_total`, as the webhook server and its inbox give them. */
-const WEBHOOK_REFUSAL_REASONS = [
+/**
+ * Reasons of `review_mirror_webhook_refusals_total`: the webhook server refuses with these only
+ * (its `refuse` takes a WebhookRefusalReason), so each series exists from the start.
+ */
+export const WEBHOOK_REFUSAL_REASONS = [
   'method_not_allowed',
   'unsupported_media_type',
   'body_too_large',
@@ -23,7 +26,8 @@ const WEBHOOK_REFUSAL_REASONS = [
   'shutting_down',
   'commit_timeout',
   'commit_failed',
-];
+] as const;
+export type WebhookRefusalReason = (typeof WEBHOOK_REFUSAL_REASONS)[number];
 
 /** Outcomes of `review_mirror_contacts_rows_total`, one per count of a push's summary. */
 const CONTACTS_ROW_OUTCOMES = ['sent_created', 'sent_updated', 'unchanged', 'rejected', 'replaced', 'failed'];

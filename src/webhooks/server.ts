@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from '../log.js';
-import type { Metrics } from '../metrics.js';
+import type { Metrics, WebhookRefusalReason } from '../metrics.js';
 import { parseEvent, REVIEW_CREATED } from './event.js';
 import { type Inbox, InboxClosedError, InboxTimeoutError } from './inbox.js';
 import { verifyDelivery } from './signature.js';
@@ -56,7 +56,7 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
   const refuse = (
     reply: FastifyReply,
     status: number,
-    reason: string,
+    reason: WebhookRefusalReason,
     fields: Record<string, unknown> = {},
   ) => {
     metrics?.webhookRefusals.inc({ reason });
@@ -143,7 +143,7 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
       });
       return reply.code(200).send({ status: outcome });
     } catch (error) {
-      const reason =
+      const reason: WebhookRefusalReason =
         error instanceof InboxClosedError
           ? 'shutting_down'
           : error instanceof InboxTimeoutError
