@@ -5,7 +5,7 @@ import { ensureRegistration } from '../../src/webhooks/ensure.js';
 import { SigningSecrets } from '../../src/webhooks/secrets.js';
 import { saveRegistration } from '../../src/webhooks/webhooksSql.js';
 import { cliEnv, runCli } from '../helpers/cli.js';
-import { TEST_DATABASE_URL } from '../helpers/db.js';
+import { freshDb, POSTGRES_URL } from '../helpers/db.js';
 import { quietLog } from '../helpers/log.js';
 import { fakePlatformFixture } from '../pull/helpers.js';
 
@@ -96,25 +96,38 @@ describe('a webhook delete answered 2xx with an error', () => {
     expect((await secrets.refresh(fx.db)).toSorted()).toEqual([SECRET, `${SECRET}_old`]);
   });
 
-  // The built CLI (`npm run build`), as an operator runs it.
+  // The built CLI (`npm run build`), as an operator runs it, on a schema of its own on the local
+  // server: a child process cannot share the test's in-memory embedded database.
   it('`webhooks delete` fails saying why, and keeps the webhook and its secret', async () => {
-    deleteAnswer = { status: 200, body: { success: false, error: 'webhook could not be deleted' } };
-    const env = cliEnv({
-      DATABASE_URL: TEST_DATABASE_URL,
-      DB_SCHEMA: fx.db.schema,
-      REVIEWS_API_URL: fx.platform.url,
-      REVIEWS_API_KEY: 'rm_test_key_123456',
-    });
-    const result = await runCli(['webhooks', 'delete', 'wh_1'], env);
-    expect(result.code).toBe(1);
-    expect(result.stdout).toBe('');
-    expect(result.stderr).toContain('DELETE /webhook?id=:id answered 200: webhook could not be deleted');
-    expect(await deletedAt('wh_1')).toBeNull();
+    const db = await freshDb({ url: POSTGRES_URL });
+    try {
+      await saveRegistration(db.knex, db, {
+        ...hook('wh_1', '2026-01-01T00:00:00Z'),
+        signing_secret: SECRET,
+      });
+      const deletedAtHere = async () =>
+        ((await db.knex(db.table('webhooks')).where({ id: 'wh_1' }).first()) as { deleted_at: Date | null })
+          .deleted_at;
+      deleteAnswer = { status: 200, body: { success: false, error: 'webhook could not be deleted' } };
+      const env = cliEnv({
+        DATABASE_URL: POSTGRES_URL,
+        DB_SCHEMA: db.schema,
+        REVIEWS_API_URL: fx.platform.url,
+        REVIEWS_API_KEY: 'rm_test_key_123456',
+      });
+      const result = await runCli(['webhooks', 'delete', 'wh_1'], env);
+      expect(result.code).toBe(1);
+      expect(result.stdout).toBe('');
+      expect(result.stderr).toContain('DELETE /webhook?id=:id answered 200: webhook could not be deleted');
+      expect(await deletedAtHere()).toBeNull();
 
-    deleteAnswer = { status: 200, body: { success: true } };
-    const done = await runCli(['webhooks', 'delete', 'wh_1'], env);
-    expect(done.stdout).toBe('deleted webhook wh_1\n');
-    expect(await deletedAt('wh_1')).not.toBeNull();
+      deleteAnswer = { status: 200, body: { success: true } };
+      const done = await runCli(['webhooks', 'delete', 'wh_1'], env);
+      expect(done.stdout).toBe('deleted webhook wh_1\n');
+      expect(await deletedAtHere()).not.toBeNull();
+    } finally {
+      await db.close();
+    }
   });
 });
 
