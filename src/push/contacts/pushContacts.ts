@@ -256,7 +256,7 @@ async function sendStaged(
         stop(new RetryableError(down, { cause: error }));
       }
     }
-    log.warn({ line: row.line, key: row.key, err: text }, 'contact push failed');
+    log.warn({ line: row.line, contact_key: row.key, err: text }, 'contact push failed');
     pushLog.add({
       line: row.line,
       key: row.key,
