@@ -4,7 +4,8 @@ import { JOB_OUTCOMES } from './jobs/runner.js';
 import { VERSION } from './version.js';
 
 /** Outcomes of `review_mirror_events_total`: an event's next state after an attempt, and the duplicates. */
-const EVENT_OUTCOMES = ['sent', 'retried', 'failed', 'parked', 'possible_duplicate'];
+const EVENT_OUTCOMES = ['sent', 'retried', 'failed', 'parked', 'possible_duplicate'] as const;
+export type EventOutcome = (typeof EVENT_OUTCOMES)[number];
 
 /**
  * Reasons of `review_mirror_webhook_refusals_total`: the webhook server refuses with these only
@@ -30,7 +31,15 @@ export const WEBHOOK_REFUSAL_REASONS = [
 export type WebhookRefusalReason = (typeof WEBHOOK_REFUSAL_REASONS)[number];
 
 /** Outcomes of `review_mirror_contacts_rows_total`, one per count of a push's summary. */
-const CONTACTS_ROW_OUTCOMES = ['sent_created', 'sent_updated', 'unchanged', 'rejected', 'replaced', 'failed'];
+const CONTACTS_ROW_OUTCOMES = [
+  'sent_created',
+  'sent_updated',
+  'unchanged',
+  'rejected',
+  'replaced',
+  'failed',
+] as const;
+export type ContactRowOutcome = (typeof CONTACTS_ROW_OUTCOMES)[number];
 
 /**
  * Creates the series of a labelled counter at 0. prom-client exports one only from its first

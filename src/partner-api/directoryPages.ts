@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { type HttpClient, platformErrorText } from './http.js';
-import { checkPageRecords, continuationOf, type Page, paginate } from './paginate.js';
+import { type Page, pageOf, paginate } from './paginate.js';
 import type { Pagination } from './paginationSchema.js';
 import type { ResourceOptions } from './resourceOptions.js';
-import { type RejectedRecord, rejection, splitValid } from './validRecords.js';
+import { type RejectedRecord, rejection } from './validRecords.js';
 
 /**
  * A single record read for the mirror: the record; or, when it fails its schema, its rejection;
@@ -69,15 +69,11 @@ export function directoryPages<K extends string, T extends { id: string | number
         schema: list.schema,
         signal: s,
       });
-      checkPageRecords(body[list.key], body.pagination, options.pageSize, route);
-      const nextCursor = continuationOf(body.pagination, route);
-      const { valid, rejected } = splitValid(
-        body[list.key],
-        list.record,
-        { route, status: 200, field: list.key },
-        options.pageSize,
-      );
-      return { items: valid, nextCursor, receivedAt: new Date(), rejected };
+      return pageOf(body[list.key], body.pagination, list.record, {
+        route,
+        field: list.key,
+        limit: options.pageSize,
+      });
     },
     cursor,
     { signal, route, maxPages: options.maxPagesPerWalk, idOf: (r) => r.id, log: http.log },

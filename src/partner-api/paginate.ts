@@ -1,7 +1,8 @@
+import type { z } from 'zod';
 import type { Logger } from '../log.js';
 import { ApiProtocolError } from './errors.js';
 import type { Pagination } from './paginationSchema.js';
-import type { RejectedRecord } from './validRecords.js';
+import { type RejectedRecord, splitValid } from './validRecords.js';
 
 /** One page of a cursor walk, with the cursor to checkpoint once the page is safely stored. */
 export interface Page<T> {
@@ -37,7 +38,7 @@ export function continuationOf(pagination: Pagination, route: string): string | 
  * on the way. Either fails the walk: a page that cannot be trusted to be whole would let a
  * reconcile mark its missing records removed, or move a watermark past them.
  */
-export function checkPageRecords(
+function checkPageRecords(
   records: readonly unknown[],
   pagination: Pagination,
   limit: number,
@@ -55,6 +56,24 @@ export function checkPageRecords(
       `pagination.count is ${pagination.count} but the page holds ${records.length} records`,
     );
   }
+}
+
+/**
+ * A listing's page as a walk takes it, for every paginated resource: checked whole against the
+ * `limit` asked for and its own count (above), its continuation read, then its records validated
+ * one by one, the rejected ones kept for the quarantine (splitValid).
+ */
+export function pageOf<S extends z.ZodType>(
+  records: readonly unknown[],
+  pagination: Pagination,
+  record: S,
+  where: { readonly route: string; readonly field: string; readonly limit: number },
+): Page<z.output<S>> {
+  const { route, field, limit } = where;
+  checkPageRecords(records, pagination, limit, route);
+  const nextCursor = continuationOf(pagination, route);
+  const { valid, rejected } = splitValid(records, record, { route, status: 200, field }, limit);
+  return { items: valid, nextCursor, receivedAt: new Date(), rejected };
 }
 
 export interface PaginateOptions<T> {

@@ -1,8 +1,7 @@
 import type { HttpClient } from './http.js';
-import { checkPageRecords, continuationOf, type Page, paginate } from './paginate.js';
+import { type Page, pageOf, paginate } from './paginate.js';
 import type { ResourceOptions } from './resourceOptions.js';
 import { type Review, reviewPageSchema, reviewSchema } from './reviewsSchema.js';
-import { splitValid } from './validRecords.js';
 
 const ROUTE = 'GET /reviews';
 
@@ -21,15 +20,11 @@ export function makeReviewsApi(http: HttpClient, options: ResourceOptions): Revi
       schema: reviewPageSchema,
       signal,
     });
-    checkPageRecords(body.reviews, body.pagination, options.pageSize, ROUTE);
-    const nextCursor = continuationOf(body.pagination, ROUTE);
-    const { valid, rejected } = splitValid(
-      body.reviews,
-      reviewSchema,
-      { route: ROUTE, status: 200, field: 'reviews' },
-      options.pageSize,
-    );
-    return { items: valid, nextCursor, receivedAt: new Date(), rejected };
+    return pageOf(body.reviews, body.pagination, reviewSchema, {
+      route: ROUTE,
+      field: 'reviews',
+      limit: options.pageSize,
+    });
   };
   return {
     page,

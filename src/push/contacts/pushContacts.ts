@@ -10,7 +10,7 @@ import type { Fence } from '../../jobs/lease.js';
 import { addCount, type RunCounts } from '../../jobs/runCounts.js';
 import type { JobRunInfo } from '../../jobs/runner.js';
 import type { Logger, SecretScrubber } from '../../log.js';
-import type { Metrics } from '../../metrics.js';
+import type { ContactRowOutcome, Metrics } from '../../metrics.js';
 import type { PartnerApi } from '../../partner-api/client.js';
 import { enqueueEvents } from '../events/outboxSql.js';
 import { attemptResultOf } from '../events/sendPolicy.js';
@@ -166,15 +166,7 @@ export async function pushContacts(
     );
   }
   if (!options.dryRun) await prunePushLog(db.knex, db, options.logRetentionDays);
-  for (const [name, n] of Object.entries({
-    read: summary.read,
-    rejected: summary.rejected,
-    replaced: summary.replaced,
-    unchanged: summary.unchanged,
-    sent_created: summary.created,
-    sent_updated: summary.updated,
-    failed: summary.failed,
-  })) {
+  for (const [name, n] of Object.entries({ read: summary.read, ...rowOutcomes(summary) })) {
     addCount(counts, name, n);
   }
   if (!options.dryRun) recordMetrics(deps, summary, (performance.now() - startedAt) / 1000);
@@ -329,15 +321,25 @@ async function sendStaged(
   }
 }
 
+/**
+ * A push's rows by outcome, named as `review_mirror_contacts_rows_total` (whose series start at 0
+ * from the same list) and the run's counts name them.
+ */
+function rowOutcomes(summary: PushSummary): Record<ContactRowOutcome, number> {
+  return {
+    sent_created: summary.created,
+    sent_updated: summary.updated,
+    unchanged: summary.unchanged,
+    rejected: summary.rejected,
+    replaced: summary.replaced,
+    failed: summary.failed,
+  };
+}
+
 function recordMetrics(deps: PushContactsDeps, summary: PushSummary, seconds: number): void {
   const m = deps.metrics;
   if (m === undefined) return;
-  m.contactsRows.inc({ outcome: 'sent_created' }, summary.created);
-  m.contactsRows.inc({ outcome: 'sent_updated' }, summary.updated);
-  m.contactsRows.inc({ outcome: 'unchanged' }, summary.unchanged);
-  m.contactsRows.inc({ outcome: 'rejected' }, summary.rejected);
-  m.contactsRows.inc({ outcome: 'replaced' }, summary.replaced);
-  m.contactsRows.inc({ outcome: 'failed' }, summary.failed);
+  for (const [outcome, n] of Object.entries(rowOutcomes(summary))) m.contactsRows.inc({ outcome }, n);
   m.contactsPushDuration.observe(seconds);
   if (seconds > 0) m.contactsRowsPerSecond.set(summary.read / seconds);
   if (summary.failed === 0) m.contactsLastSuccess.set(Date.now() / 1000);

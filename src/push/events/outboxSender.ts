@@ -5,7 +5,7 @@ import { isDataError } from '../../db/dataError.js';
 import { GroupCommit } from '../../db/groupCommit.js';
 import { describeError } from '../../errors.js';
 import type { Logger, SecretScrubber } from '../../log.js';
-import type { Metrics } from '../../metrics.js';
+import type { EventOutcome, Metrics } from '../../metrics.js';
 import type { PartnerApi } from '../../partner-api/client.js';
 import { nextRetryDelayMs } from '../../partner-api/retryPolicy.js';
 import {
@@ -360,7 +360,7 @@ export class OutboxSender {
         this.#writeFailure ??= error;
       },
     );
-    const outcome = decision.state === 'pending' ? 'retried' : decision.state;
+    const outcome: EventOutcome = decision.state === 'pending' ? 'retried' : decision.state;
     metrics?.events.inc({ outcome });
     if (decision.possibleDuplicate) {
       counts.possibleDuplicates++;
