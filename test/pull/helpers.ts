@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import { makePartnerApi, type PartnerApi, type PartnerApiOptions } from '../../src/partner-api/client.js';
@@ -11,6 +12,18 @@ import {
   startFakePlatform,
 } from '../helpers/fakePlatform.js';
 import { quietLog } from '../helpers/log.js';
+
+/** Review `i` of a feed a test serves, created `at` (ms), as the platform sends it (spec 2.1). */
+export const feedReview = (i: number, at: number) => ({
+  id: randomUUID(),
+  review_number: `R-${i}`,
+  created_at: new Date(at).toISOString(),
+  rating: 4,
+  comment: `review ${i}`,
+  is_verified: true,
+  reviewer: { name: null, email: null },
+  professional: null,
+});
 
 /** A client with short timeouts and quick retries, so injected hangs cost little. */
 export function testApi(

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import { JOB } from '../../src/jobs/jobNames.js';
@@ -11,7 +10,7 @@ import { syncReviews } from '../../src/pull/syncReviews.js';
 import { readCheckpoint } from '../../src/pull/syncStateSql.js';
 import { freshDb } from '../helpers/db.js';
 import { type FakePlatform, startFakePlatform } from '../helpers/fakePlatform.js';
-import { fakePlatformFixture, pullContext, testApi } from './helpers.js';
+import { fakePlatformFixture, feedReview, pullContext, testApi } from './helpers.js';
 
 /**
  * How the fake feed lies: without a cursor from the first page on, the repeats from the second;
@@ -30,16 +29,7 @@ const PAGE = 100;
 const MINUTE = 60_000;
 // 250 reviews a minute apart, newest first, all in the past (a watermark never passes "now").
 const newestAt = Date.now() - 10 * MINUTE;
-const reviews: Review[] = Array.from({ length: 250 }, (_, i) => ({
-  id: randomUUID(),
-  review_number: `R-${i}`,
-  created_at: new Date(newestAt - i * MINUTE).toISOString(),
-  rating: 4,
-  comment: `review ${i}`,
-  is_verified: true,
-  reviewer: { name: null, email: null },
-  professional: null,
-}));
+const reviews: Review[] = Array.from({ length: 250 }, (_, i) => feedReview(i, newestAt - i * MINUTE));
 
 /** Issue 9 items 2 and 3: the real pull against a platform whose pagination lies, over real HTTP. */
 describe('a review feed whose pagination lies', () => {

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { JOB } from '../../src/jobs/jobNames.js';
 import { runJob } from '../../src/jobs/runner.js';
@@ -8,19 +7,9 @@ import { syncReviews } from '../../src/pull/syncReviews.js';
 import { readCheckpoint } from '../../src/pull/syncStateSql.js';
 import { formatStatus, readStatus } from '../../src/status/report.js';
 import { quietLog } from '../helpers/log.js';
-import { fakePlatformFixture, pullContext } from './helpers.js';
+import { fakePlatformFixture, feedReview, pullContext } from './helpers.js';
 
 const MINUTE = 60_000;
-const review = (i: number, at: number): Record<string, unknown> => ({
-  id: randomUUID(),
-  review_number: `R-${i}`,
-  created_at: new Date(at).toISOString(),
-  rating: 4,
-  comment: `review ${i}`,
-  is_verified: true,
-  reviewer: { name: null, email: null },
-  professional: null,
-});
 
 /** Issue 9 item 1: the real pull over real HTTP against a feed carrying records that fail the schema. */
 describe('a review feed with invalid records', () => {
@@ -28,7 +17,7 @@ describe('a review feed with invalid records', () => {
   // Newest first; six broken records among 250, five of them on the first page.
   const start = Date.now() - 500 * MINUTE;
   const feed: Array<Record<string, unknown>> = Array.from({ length: 250 }, (_, i) =>
-    review(i, start - i * MINUTE),
+    feedReview(i, start - i * MINUTE),
   );
   // Its comment ends in half an emoji, which jsonb cannot hold: it is kept as U+FFFD.
   feed[3] = { ...feed[3], rating: 7, comment: 'cut \ud83d' };
@@ -105,7 +94,7 @@ describe('a review feed with invalid records', () => {
   });
 
   it('keeps polling new reviews afterwards; a record seen again is one more sighting, not a new row', async () => {
-    feed.unshift(review(1000, Date.now() - MINUTE), review(1001, Date.now() - 2 * MINUTE));
+    feed.unshift(feedReview(1000, Date.now() - MINUTE), feedReview(1001, Date.now() - 2 * MINUTE));
     const run = await sync();
     expect(run.outcome).toBe('success');
     expect(await stored()).toBe(246);
@@ -117,7 +106,7 @@ describe('a review feed with invalid records', () => {
     const before = (await readCheckpoint(fx.db.knex, fx.db, JOB.reviews)).watermark;
     // More than half of a full page (100): fewer would be quarantined, as bad records of a short page.
     const now = Date.now();
-    feed.unshift(...Array.from({ length: 60 }, (_, i) => review(2000 + i, now - MINUTE / 2 - i * 100)));
+    feed.unshift(...Array.from({ length: 60 }, (_, i) => feedReview(2000 + i, now - MINUTE / 2 - i * 100)));
     brokenFormat = true;
     const error = await sync().then(
       () => undefined,

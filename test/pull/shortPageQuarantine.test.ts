@@ -1,23 +1,12 @@
-import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { JOB } from '../../src/jobs/jobNames.js';
 import { reconcileReviews } from '../../src/pull/reconcileReviews.js';
 import { syncReviews } from '../../src/pull/syncReviews.js';
 import { readCheckpoint } from '../../src/pull/syncStateSql.js';
-import { fakePlatformFixture, pullContext } from './helpers.js';
+import { fakePlatformFixture, feedReview, pullContext } from './helpers.js';
 
 const MINUTE = 60_000;
 const PAGE = 100;
-const review = (i: number, at: number): Record<string, unknown> => ({
-  id: randomUUID(),
-  review_number: `R-${i}`,
-  created_at: new Date(at).toISOString(),
-  rating: 4,
-  comment: `review ${i}`,
-  is_verified: true,
-  reviewer: { name: null, email: null },
-  professional: null,
-});
 
 /**
  * Two invalid records are most of a short page (the few new reviews of a poll, the last page of a
@@ -29,7 +18,7 @@ describe('two invalid records on a short page', () => {
   // (10 minutes) behind the newest holds that one alone.
   const start = Date.now() - 60 * MINUTE;
   let feed: Array<Record<string, unknown>> = Array.from({ length: 150 }, (_, i) =>
-    review(i, start - i * 20 * MINUTE),
+    feedReview(i, start - i * 20 * MINUTE),
   );
 
   const fx = fakePlatformFixture(
@@ -62,10 +51,10 @@ describe('two invalid records on a short page', () => {
 
   it('a poll of three new reviews, two invalid: stores the valid one, quarantines two, and the next poll too', async () => {
     await syncReviews(ctx(), {});
-    const valid = review(1000, Date.now() - 3 * MINUTE);
+    const valid = feedReview(1000, Date.now() - 3 * MINUTE);
     feed = [
-      { ...review(1001, Date.now() - MINUTE), rating: 9 },
-      { ...review(1002, Date.now() - 2 * MINUTE), rating: 7 },
+      { ...feedReview(1001, Date.now() - MINUTE), rating: 9 },
+      { ...feedReview(1002, Date.now() - 2 * MINUTE), rating: 7 },
       valid,
       ...feed,
     ];
@@ -88,8 +77,8 @@ describe('two invalid records on a short page', () => {
     const gone = feed.slice(101);
     feed = [
       ...feed.slice(0, 101),
-      { ...review(2000, oldest), created_at: 'long ago' },
-      { ...review(2001, oldest - MINUTE), created_at: 'longer ago' },
+      { ...feedReview(2000, oldest), created_at: 'long ago' },
+      { ...feedReview(2001, oldest - MINUTE), created_at: 'longer ago' },
     ];
     const counts: Record<string, number> = {};
     await reconcileReviews(ctx(), counts);

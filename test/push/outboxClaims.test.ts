@@ -4,23 +4,14 @@ import type { Db } from '../../src/db/connect.js';
 import { makeLogger, SecretScrubber } from '../../src/log.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
 import { OutboxSender } from '../../src/push/events/outboxSender.js';
-import { enqueueEvents, type NewEvent } from '../../src/push/events/outboxSql.js';
+import { enqueueEvents } from '../../src/push/events/outboxSql.js';
 import { freshDb, POSTGRES_URL } from '../helpers/db.js';
 import { type FakePlatform, startFakePlatform } from '../helpers/fakePlatform.js';
 import { quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
 import { testApi } from '../pull/helpers.js';
-
-const event = (key: string): NewEvent => ({
-  key,
-  email: `${key}@example.com`,
-  contactId: null,
-  eventType: 'matter.closed',
-  professionalId: null,
-  metadata: { k: key },
-  source: 'cli',
-});
+import { newEvent } from './helpers.js';
 
 const FAST = { baseDelayMs: 5, maxDelayMs: 50 } as const;
 
@@ -72,7 +63,7 @@ describe('outbox claims', () => {
   const received = async (prefix: string) => {
     const counts = new Map<string, number>();
     for (const e of (await sandbox.control.truth(sandbox.companyId)).events) {
-      const k = String(e.metadata?.k ?? '');
+      const k = String(e.metadata?.key ?? '');
       if (k.startsWith(prefix)) counts.set(k, (counts.get(k) ?? 0) + 1);
     }
     return counts;
@@ -89,7 +80,11 @@ describe('outbox claims', () => {
   }, async () => {
     const LEASE_MS = 2_000;
     const keys = ['lease-1', 'lease-2', 'lease-3'];
-    await enqueueEvents(db.knex, db, keys.map(event));
+    await enqueueEvents(
+      db.knex,
+      db,
+      keys.map((k) => newEvent(k)),
+    );
     await sandbox.control.setFaults({
       partner: { error429: 1, retryAfterSeconds: 4, routes: ['/api/v1/partner/events'] },
     });
@@ -121,7 +116,7 @@ describe('outbox claims', () => {
   });
 
   it('an outcome that arrives after the claim was taken back is not recorded, and says so loudly', async () => {
-    await enqueueEvents(db.knex, db, [event('late-1')]);
+    await enqueueEvents(db.knex, db, [newEvent('late-1')]);
     const { log, lines } = capturedLog();
     // The platform takes the event at once and answers 800 ms later.
     await sandbox.control.setFaults({
@@ -155,7 +150,7 @@ describe('outbox claims', () => {
   it("takes a dead replica's claims back during a drain that never ends, and runs the housekeeping meanwhile", {
     timeout: 30_000,
   }, async () => {
-    await enqueueEvents(db.knex, db, [event('dead-claim')]);
+    await enqueueEvents(db.knex, db, [newEvent('dead-claim')]);
     await db
       .knex(db.table('events_outbox'))
       .where({ idempotency_key: 'dead-claim' })
@@ -168,11 +163,11 @@ describe('outbox claims', () => {
     await enqueueEvents(
       db.knex,
       db,
-      Array.from({ length: 10 }, (_, i) => event(`flow-${i}`)),
+      Array.from({ length: 10 }, (_, i) => newEvent(`flow-${i}`)),
     );
     // Events keep coming faster than the sender's rate: its drain never runs out of work.
     let next = 10;
-    const inflow = setInterval(() => void enqueueEvents(db.knex, db, [event(`flow-${next++}`)]), 150);
+    const inflow = setInterval(() => void enqueueEvents(db.knex, db, [newEvent(`flow-${next++}`)]), 150);
     const stop = new AbortController();
     let housekept = 0;
     let ended = false;
@@ -220,7 +215,7 @@ describe('the outbox when the platform redirects', () => {
   });
 
   it('keeps the event pending without counting the attempt, saying the base URL is redirected', async () => {
-    await enqueueEvents(db.knex, db, [event('moved-1')]);
+    await enqueueEvents(db.knex, db, [newEvent('moved-1')]);
     const sender = new OutboxSender(
       { db, api, log: quietLog, scrubber: new SecretScrubber() },
       {

@@ -5,24 +5,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Migration, migrations } from '../../migrations/index.js';
 import { type Db, openDb } from '../../src/db/connect.js';
 import { migrate } from '../../src/db/migrate.js';
-import {
-  claimDueEvents,
-  enqueueEvents,
-  type NewEvent,
-  pruneOutbox,
-  resolveEvent,
-} from '../../src/push/events/outboxSql.js';
+import { claimDueEvents, enqueueEvents, pruneOutbox, resolveEvent } from '../../src/push/events/outboxSql.js';
 import { dropSchema, freshDb, POSTGRES_URL, uniqueSchema } from '../helpers/db.js';
+import { newEvent } from './helpers.js';
 
-const event = (key: string): NewEvent => ({
-  key,
-  email: 'ana@example.com',
-  contactId: null,
-  eventType: 'matter.closed',
-  professionalId: null,
-  metadata: null,
-  source: 'cli',
-});
+const event = (key: string) => newEvent(key, { email: 'ana@example.com', metadata: null });
 
 /**
  * The outbox's statements racing each other in separate sessions of the real PostgreSQL server:

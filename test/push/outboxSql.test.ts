@@ -3,7 +3,6 @@ import type { Db } from '../../src/db/connect.js';
 import {
   claimDueEvents,
   enqueueEvents,
-  type NewEvent,
   pruneOutbox,
   readOutboxBacklog,
   readOutboxStats,
@@ -12,16 +11,7 @@ import {
   renewClaims,
 } from '../../src/push/events/outboxSql.js';
 import { freshDb } from '../helpers/db.js';
-
-const event = (key: string): NewEvent => ({
-  key,
-  email: `${key}@example.com`,
-  contactId: null,
-  eventType: 'matter.closed',
-  professionalId: null,
-  metadata: { key },
-  source: 'cli',
-});
+import { newEvent } from './helpers.js';
 
 /** The outbox's SQL on a real database (the server in CI, embedded otherwise). */
 describe('outbox SQL', () => {
@@ -35,8 +25,14 @@ describe('outbox SQL', () => {
   const outbox = () => db.knex(db.table('events_outbox'));
 
   it('claims disjoint rows for two workers, each claim leased and counted as an attempt', async () => {
-    expect(await enqueueEvents(db.knex, db, ['c1', 'c2', 'c3'].map(event))).toBe(3);
-    expect(await enqueueEvents(db.knex, db, [event('c1')])).toBe(0);
+    expect(
+      await enqueueEvents(
+        db.knex,
+        db,
+        ['c1', 'c2', 'c3'].map((k) => newEvent(k)),
+      ),
+    ).toBe(3);
+    expect(await enqueueEvents(db.knex, db, [newEvent('c1')])).toBe(0);
     const a = await claimDueEvents(db.knex, db, 'worker-a', 2, 60_000);
     const b = await claimDueEvents(db.knex, db, 'worker-b', 2, 60_000);
     expect(a.map((e) => e.key)).toEqual(['c1', 'c2']);
@@ -111,7 +107,7 @@ describe('outbox SQL', () => {
       state: 'pending',
       possible_duplicate: true,
     });
-    await enqueueEvents(db.knex, db, [event('p1')]);
+    await enqueueEvents(db.knex, db, [newEvent('p1')]);
     await claimDueEvents(db.knex, db, 'worker-d', 10, 60_000);
     await outbox()
       .where({ idempotency_key: 'p1' })
@@ -126,7 +122,7 @@ describe('outbox SQL', () => {
       .update({ sent_at: db.knex.raw("now() - interval '8 days'") });
     expect(await pruneOutbox(db.knex, db, 7, 400)).toEqual({ pruned: 1, keysForgotten: 0 });
     expect(await outbox().where({ idempotency_key: 'c1' }).first()).toBeUndefined();
-    expect(await enqueueEvents(db.knex, db, [event('c1')])).toBe(0);
+    expect(await enqueueEvents(db.knex, db, [newEvent('c1')])).toBe(0);
     const viaSql = await db.knex.raw('select ??(?, ?, ?) as enqueued', [
       `${db.schema}.enqueue_event`,
       'c1@example.com',
@@ -139,12 +135,16 @@ describe('outbox SQL', () => {
       .where({ idempotency_key: 'c1' })
       .update({ sent_at: db.knex.raw("now() - interval '401 days'") });
     expect(await pruneOutbox(db.knex, db, 7, 400)).toEqual({ pruned: 0, keysForgotten: 1 });
-    expect(await enqueueEvents(db.knex, db, [event('c1')])).toBe(1);
+    expect(await enqueueEvents(db.knex, db, [newEvent('c1')])).toBe(1);
   });
 
   it('reads the backlog gauges from the rows still to send alone, agreeing with the full statistics', async () => {
     await outbox().del();
-    await enqueueEvents(db.knex, db, ['g1', 'g2', 'g3', 'g4'].map(event));
+    await enqueueEvents(
+      db.knex,
+      db,
+      ['g1', 'g2', 'g3', 'g4'].map((k) => newEvent(k)),
+    );
     await outbox().where({ idempotency_key: 'g1' }).update({ state: 'sent', sent_at: db.knex.fn.now() });
     await outbox().where({ idempotency_key: 'g2' }).update({ state: 'sending', claimed_by: 'w' });
     await outbox()
