@@ -109,9 +109,10 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
           );
         } catch (error) {
           // Not the file's fault (the database or the platform unavailable, contacts the platform
-          // did not answer, the key refused, the lease lost, a stop): it stays in place and the run fails, so the next run, here or on
-          // the replica that took the job over, pushes it again, sending only what was not
-          // recorded as sent. Only a file that cannot be taken as it is goes to failed/.
+          // did not answer, the key refused, the lease lost, a stop): it stays in place and the
+          // run fails, so the next run, here or on the replica that took the job over, pushes it
+          // again, sending only what was not recorded as sent. Only a file that cannot be taken
+          // as it is goes to failed/.
           if (!isFileFault(error)) throw error;
           deps.log.error({ file: name, err: error }, 'CRM export could not be pushed');
         }
