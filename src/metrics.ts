@@ -8,12 +8,13 @@ const EVENT_OUTCOMES = ['sent', 'retried', 'failed', 'parked', 'possible_duplica
 export type EventOutcome = (typeof EVENT_OUTCOMES)[number];
 
 /**
- * Reasons of `review_mirror_webhook_refusals_total`: the webhook server refuses with these only
- * (its `refuse` takes a WebhookRefusalReason), so each series exists from the start.
+ * Reasons of `review_mirror_webhook_refusals_total`: the webhook server refuses (its `refuse` takes
+ * a WebhookRefusalReason) or ignores a delivery with these only, so each series exists from the
+ * start.
  */
 export const WEBHOOK_REFUSAL_REASONS = [
   'method_not_allowed',
-  'unsupported_media_type',
+  'ignored_event_type',
   'body_too_large',
   'bad_request',
   'missing_signature',
@@ -165,7 +166,7 @@ export function makeMetrics() {
     webhookRefusals: startAtZero(
       new Counter({
         name: 'review_mirror_webhook_refusals_total',
-        help: 'Webhook deliveries refused or failed, by reason.',
+        help: 'Webhook deliveries refused, failed or ignored (an authentic event of another type), by reason.',
         labelNames: ['reason'] as const,
         registers,
       }),

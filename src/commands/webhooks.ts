@@ -8,7 +8,11 @@ import { alignColumns } from '../status/alignColumns.js';
 import { webhookState } from '../webhooks/health.js';
 import { registerWebhook } from '../webhooks/register.js';
 import { replayInbox } from '../webhooks/replay.js';
-import { listStoredWebhooks, markWebhookDeleted, recordListedWebhooks } from '../webhooks/webhooksSql.js';
+import {
+  listWebhookIdsWithSecret,
+  markWebhookDeleted,
+  recordListedWebhooks,
+} from '../webhooks/webhooksSql.js';
 import { timeOption } from './timeOption.js';
 
 /** Opens the API and the (migrated) database for one webhook command. */
@@ -76,9 +80,7 @@ export function webhooksCommand(): Command {
         await withApiAndDb(ctx, async (api, db) => {
           const listed = await api.webhooks.list();
           await recordListedWebhooks(db.knex, db, listed);
-          const withSecret = new Set(
-            (await listStoredWebhooks(db.knex, db)).filter((w) => w.signing_secret !== null).map((w) => w.id),
-          );
+          const withSecret = await listWebhookIdsWithSecret(db.knex, db);
           const rows: WebhookListing[] = listed.map((w) => ({
             id: w.id,
             url: w.url,

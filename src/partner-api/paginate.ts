@@ -76,6 +76,15 @@ export function pageOf<S extends z.ZodType>(
   return { items: valid, nextCursor, receivedAt: new Date(), rejected };
 }
 
+/**
+ * Empty pages in a row, each claiming more to come, that end a walk as a protocol violation. An
+ * honest feed has no reason to send one, save a platform that filters a page after cutting it
+ * (the feed hides suppressed reviews): 50 in a row is 50 full pages of hidden records, while a
+ * platform that answers empty pages under fresh cursors for ever costs 50 requests, not the
+ * million of the page ceiling. Empty pages do not trip the identical-page check, having no ends.
+ */
+const MAX_EMPTY_PAGES_IN_A_ROW = 50;
+
 export interface PaginateOptions<T> {
   readonly signal?: AbortSignal | undefined;
   /** Route template named by protocol errors. */
@@ -86,6 +95,8 @@ export interface PaginateOptions<T> {
   readonly idOf?: (item: T) => unknown;
   /** Where a protocol violation is logged before it is thrown. */
   readonly log?: Logger;
+  /** Empty pages in a row claiming more that fail the walk. Default: MAX_EMPTY_PAGES_IN_A_ROW. */
+  readonly maxEmptyPages?: number;
 }
 
 /**
@@ -94,8 +105,9 @@ export interface PaginateOptions<T> {
  * Leaving the loop early aborts the lookahead; its failure then goes unobserved, on purpose.
  *
  * A feed that lies cannot make the walk loop for ever: a cursor already followed in this walk,
- * a page identical to the previous one (same first and last item, given `idOf`) and a walk past `maxPages`
- * each fail it with an ApiProtocolError, thrown before the offending page is handed out.
+ * a page identical to the previous one (same first and last item, given `idOf`), `maxEmptyPages`
+ * pages in a row without a record that each claim more, and a walk past `maxPages` each fail it
+ * with an ApiProtocolError, thrown before the offending page is handed out.
  */
 export async function* paginate<T>(
   fetchPage: FetchPage<T>,
@@ -103,7 +115,7 @@ export async function* paginate<T>(
   options: PaginateOptions<T> = {},
 ): AsyncGenerator<Page<T>> {
   const { signal, route = 'the feed', maxPages = Number.POSITIVE_INFINITY, log } = options;
-  const { idOf } = options;
+  const { idOf, maxEmptyPages = MAX_EMPTY_PAGES_IN_A_ROW } = options;
   const violation = (problem: string) => {
     const error = new ApiProtocolError(route, problem);
     log?.error({ route, err: error }, 'partner API pagination violated the protocol; walk stopped');
@@ -119,6 +131,7 @@ export async function* paginate<T>(
   };
   const followed = new Set<string>(startCursor === null ? [] : [startCursor]);
   let previousEnds: string | undefined;
+  let emptyInARow = 0;
   try {
     let pending = start(startCursor);
     for (let pages = 1; ; pages++) {
@@ -135,6 +148,12 @@ export async function* paginate<T>(
         throw violation(`page ${pages} is the same page as the one before it`);
       }
       previousEnds = ends;
+      // Records rejected by their schema were sent all the same: such a page is not empty.
+      const empty = page.items.length === 0 && (page.rejected?.length ?? 0) === 0;
+      emptyInARow = empty && next !== null ? emptyInARow + 1 : 0;
+      if (emptyInARow >= maxEmptyPages) {
+        throw violation(`${emptyInARow} pages in a row held no record yet claimed more (page ${pages})`);
+      }
       const beyondCeiling = next !== null && pages >= maxPages;
       if (next !== null && !beyondCeiling) {
         followed.add(next);

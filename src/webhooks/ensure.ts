@@ -4,7 +4,7 @@ import type { PartnerApi } from '../partner-api/client.js';
 import type { Webhook } from '../partner-api/webhooksSchema.js';
 import { registerWebhook } from './register.js';
 import type { SigningSecrets } from './secrets.js';
-import { listStoredWebhooks, markWebhookDeleted, recordListedWebhooks } from './webhooksSql.js';
+import { listWebhookIdsWithSecret, markWebhookDeleted, recordListedWebhooks } from './webhooksSql.js';
 
 export interface EnsurePlan {
   /** The webhook to keep, when one of those listed can be kept. */
@@ -56,9 +56,7 @@ export async function ensureRegistration(
   const { api, db, log } = deps;
   const listed = await api.webhooks.list(signal);
   await recordListedWebhooks(db.knex, db, listed);
-  const stored = new Set(
-    (await listStoredWebhooks(db.knex, db)).filter((w) => w.signing_secret !== null).map((w) => w.id),
-  );
+  const stored = await listWebhookIdsWithSecret(db.knex, db);
   const plan = planEnsure(listed, url, stored, deps.haveConfiguredSecrets);
   if (plan.register) {
     const created = await registerWebhook(

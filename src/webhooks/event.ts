@@ -19,15 +19,34 @@ export type ReviewCreatedEvent = z.infer<typeof reviewCreatedEventSchema>;
 
 export type ParseEventResult =
   | { readonly ok: true; readonly event: ReviewCreatedEvent }
-  | { readonly ok: false; readonly reason: 'invalid_json' | 'invalid_event'; readonly detail: string };
+  | { readonly ok: false; readonly reason: 'invalid_json' | 'invalid_event'; readonly detail: string }
+  /** Another kind of event (spec 6.1 lists one, the platform may add more): nothing to store. */
+  | {
+      readonly ok: false;
+      readonly reason: 'ignored_event_type';
+      readonly eventType: string;
+      readonly detail: string;
+    };
 
-/** Parses the raw bytes of an already verified delivery. */
-export function parseEvent(body: Buffer): ParseEventResult {
+/**
+ * Parses the raw bytes of an already verified delivery. Its type is the body's `event` (signed)
+ * when that is text, else `headerType` (X-EE-Event, unsigned): a type other than review.created is
+ * told apart from a broken review.created, since no retry of it can ever be stored.
+ */
+export function parseEvent(body: Buffer, headerType?: string): ParseEventResult {
   let json: unknown;
   try {
     json = JSON.parse(body.toString('utf8'));
   } catch {
+    if (headerType !== undefined && headerType !== REVIEW_CREATED) {
+      return ignored(headerType);
+    }
     return { ok: false, reason: 'invalid_json', detail: 'body is not JSON' };
+  }
+  const bodyType = (json as { event?: unknown } | null)?.event;
+  const eventType = typeof bodyType === 'string' ? bodyType : headerType;
+  if (eventType !== undefined && eventType !== REVIEW_CREATED) {
+    return ignored(eventType);
   }
   const result = reviewCreatedEventSchema.safeParse(json);
   if (!result.success) {
@@ -40,3 +59,10 @@ export function parseEvent(body: Buffer): ParseEventResult {
   }
   return { ok: true, event: result.data };
 }
+
+const ignored = (eventType: string): ParseEventResult => ({
+  ok: false,
+  reason: 'ignored_event_type',
+  eventType,
+  detail: `not a ${REVIEW_CREATED} event`,
+});

@@ -35,11 +35,17 @@ export function loadTls(files: {
 
 const OTHER_METHODS = ['GET', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
+/** Characters of an ignored event's type that reach the log: it is the sender's text. */
+const LOGGED_TYPE_CHARS = 64;
+
 /**
  * The public receiver: `POST <path>` with a signed review.created delivery. The body is read as raw
- * bytes (never parsed before the signature is checked), and a 200 is sent only after the delivery
- * committed. Refusals store nothing: 405 method, 415 content type, 413 size, 401 signature or
- * timestamp, 400 body (or a body timestamp other than the signed one); 503 when the commit failed or we are shutting down (the platform retries).
+ * bytes whatever its content type (the signature covers the bytes, the type proves nothing; never
+ * parsed before the signature is checked), and a 200 is sent only after the delivery committed.
+ * Refusals store nothing: 405 method, 413 size, 401 signature or timestamp, 400 body (or a body
+ * timestamp other than the signed one); 503 when the commit failed or we are shutting down (the
+ * platform retries). An authentic event of another type is answered 200 and stored nowhere: a
+ * refusal would only make the platform retry it and record a last_error on the webhook.
  */
 export function makeWebhookServer(options: WebhookServerOptions): FastifyInstance {
   const { log, metrics } = options;
@@ -64,9 +70,9 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
     return reply.code(status).send({ error: reason });
   };
 
-  // Only JSON is accepted, and kept as the raw bytes the signature covers.
+  // Any content type, or none, is kept as the raw bytes the signature covers.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => {
     done(null, body);
   });
 
@@ -74,9 +80,6 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
     if (request.url.split('?')[0] !== options.path) return reply.code(error.statusCode ?? 500).send();
     if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       return refuse(reply, 413, 'body_too_large', { limit: options.maxBodyBytes });
-    }
-    if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-      return refuse(reply, 415, 'unsupported_media_type', { contentType: request.headers['content-type'] });
     }
     if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
       return refuse(reply, error.statusCode, 'bad_request', { code: error.code });
@@ -95,11 +98,8 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
   });
 
   app.post(options.path, async (request, reply) => {
-    const body = request.body;
-    if (!Buffer.isBuffer(body)) {
-      // No body and no content type at all: nothing was parsed.
-      return refuse(reply, 415, 'unsupported_media_type', { contentType: request.headers['content-type'] });
-    }
+    // No body at all is parsed as nothing: the empty body, which the signature then judges.
+    const body = Buffer.isBuffer(request.body) ? request.body : EMPTY_BODY;
     const signed = {
       timestamp: header(request.headers['x-ee-timestamp']),
       signature: header(request.headers['x-ee-signature']),
@@ -119,7 +119,16 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
     }
     metrics?.webhookClockSkew.observe(Math.abs(verified.skewSeconds));
 
-    const parsed = parseEvent(body);
+    const eventHeader = header(request.headers['x-ee-event']);
+    const parsed = parseEvent(body, eventHeader);
+    if (!parsed.ok && parsed.reason === 'ignored_event_type') {
+      metrics?.webhookRefusals.inc({ reason: parsed.reason });
+      log.warn(
+        { eventType: parsed.eventType.slice(0, LOGGED_TYPE_CHARS), ip: request.ip },
+        'webhook delivery ignored: not a review.created event',
+      );
+      return reply.code(200).send({ status: 'ignored' });
+    }
     if (!parsed.ok) return refuse(reply, 400, parsed.reason, { detail: parsed.detail });
     // Only the signed header time counts: the body's `timestamp` is not covered by the tolerance
     // check, and one in milliseconds would date the review in the year 58862, beyond any
@@ -130,7 +139,8 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
       });
     }
     const observedAt = new Date(Math.min(verified.timestamp * 1000, Date.now()));
-    const eventHeader = header(request.headers['x-ee-event']);
+    // The signed body says review.created, the unsigned header another type: which one it is
+    // cannot be told, so it is neither stored nor acknowledged.
     if (eventHeader !== undefined && eventHeader !== REVIEW_CREATED) {
       return refuse(reply, 400, 'invalid_event', { detail: 'X-EE-Event is not review.created' });
     }
@@ -157,6 +167,8 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
 
   return app;
 }
+
+const EMPTY_BODY = Buffer.alloc(0);
 
 function header(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;

@@ -8,6 +8,13 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 const PREFIX = 'sha256=';
 // Exactly what the spec writes: the prefix and 64 lowercase hex digits. Anything else cannot match.
 const SIGNATURE_FORMAT = /^sha256=[0-9a-f]{64}$/;
+/**
+ * Signatures one header may carry: a platform rotating its secret signs with the old and the new
+ * one ("sha256=…,sha256=…" or space-separated). Each costs a comparison per secret; more than a
+ * rotation needs is no delivery we expect, so it is refused rather than compared.
+ */
+export const MAX_SIGNATURES = 8;
+const SIGNATURE_SEPARATORS = /[\s,]+/;
 const TIMESTAMP_FORMAT = /^[0-9]{1,15}$/;
 
 export type RefusalReason =
@@ -69,9 +76,22 @@ export function deliveryHeaders(secret: string, timestamp: string, body: string)
 }
 
 /**
- * Accepts the delivery when its signature matches any of `secrets` (several are valid while a
- * secret is rotated) and its timestamp is within the tolerance in either direction. The signature
- * is checked first so that only authentic deliveries are ever told about their timestamp.
+ * The signatures of an X-EE-Signature header, or undefined when it is malformed: more than
+ * MAX_SIGNATURES, or any one of them not in the spec's exact form.
+ */
+function signaturesOf(header: string): string[] | undefined {
+  // The usual header holds one signature: no split for it.
+  if (SIGNATURE_FORMAT.test(header)) return [header];
+  const signatures = header.split(SIGNATURE_SEPARATORS).filter((s) => s !== '');
+  if (signatures.length > MAX_SIGNATURES) return undefined;
+  return signatures.every((s) => SIGNATURE_FORMAT.test(s)) ? signatures : undefined;
+}
+
+/**
+ * Accepts the delivery when one of its signatures (see signaturesOf) matches any of `secrets`
+ * (several are valid while a secret is rotated, here or on the platform) and its timestamp is
+ * within the tolerance in either direction. The signature is checked first so that only authentic
+ * deliveries are ever told about their timestamp.
  */
 export function verifyDelivery(
   request: SignedRequest,
@@ -86,13 +106,17 @@ export function verifyDelivery(
   const timestamp = Number(timestampText);
   const skewSeconds = options.nowSeconds - timestamp;
 
-  if (!SIGNATURE_FORMAT.test(signature)) return { ok: false, reason: 'bad_signature', skewSeconds };
-  const received = Buffer.from(signature, 'latin1');
+  const signatures = signaturesOf(signature);
+  if (signatures === undefined) return { ok: false, reason: 'bad_signature', skewSeconds };
+  const received = signatures.map((s) => Buffer.from(s, 'latin1'));
   let secretIndex = -1;
-  // Every secret is tried even after a match, so the time taken does not tell which one matched.
+  // Every secret is tried against every signature even after a match, so the time taken does not
+  // tell which one matched. Each comparison is of equal lengths (the format fixes them).
   secrets.forEach((secret, index) => {
     const expected = Buffer.from(signDelivery(secret, timestampText, request.body), 'latin1');
-    if (timingSafeEqual(expected, received) && secretIndex === -1) secretIndex = index;
+    for (const candidate of received) {
+      if (timingSafeEqual(expected, candidate) && secretIndex === -1) secretIndex = index;
+    }
   });
   if (secretIndex === -1) return { ok: false, reason: 'bad_signature', skewSeconds };
 

@@ -114,6 +114,15 @@ export async function listStoredWebhooks(q: Queryable, db: Tables): Promise<Stor
     .orderBy([{ column: 'registered_at', order: 'asc', nulls: 'last' }, { column: 'id' }]);
 }
 
+/** Ids of the webhooks we registered (their secret is stored) and did not delete; never the secrets. */
+export async function listWebhookIdsWithSecret(q: Queryable, db: Tables): Promise<Set<string>> {
+  const rows: Array<{ id: string }> = await q(db.table('webhooks'))
+    .whereNull('deleted_at')
+    .whereNotNull('signing_secret')
+    .select('id');
+  return new Set(rows.map((r) => r.id));
+}
+
 /** Signing secrets of the webhooks we registered and did not delete. */
 export async function listActiveSecrets(q: Queryable, db: Tables): Promise<string[]> {
   const rows: Array<{ signing_secret: string }> = await q(db.table('webhooks'))

@@ -107,6 +107,41 @@ describe('paginate against a feed that lies', () => {
     expect(seen).toEqual([[7, 8, 9]]);
   });
 
+  it('stops at the 50th empty page in a row that claims more, each under a fresh cursor', async () => {
+    let n = 0;
+    const fetchPage = async (): Promise<Page<number>> => {
+      n++;
+      return { items: n === 1 ? [1] : [], nextCursor: `fresh-${n}`, receivedAt: new Date() };
+    };
+    const { seen, error } = await walk(fetchPage, { idOf: (i) => i, maxPages: 1_000_000 });
+    expect((error as Error).message).toBe(
+      'GET /reviews broke the pagination protocol: 50 pages in a row held no record yet claimed more (page 51)',
+    );
+    expect(seen).toHaveLength(50); // the first page and 49 empty ones: the 50th is not handed out
+    expect(n).toBe(51);
+  });
+
+  it('counts empty pages only in a row, and not a page whose records were all rejected', async () => {
+    let n = 0;
+    const fetchPage = async (): Promise<Page<number>> => {
+      n++;
+      const rejected = n % 40 === 0 ? [{ raw: {}, reason: 'rating: expected number' }] : undefined;
+      // Every 40th page is wholly rejected, every 45th holds a record; the rest are empty.
+      const items = n % 45 === 0 ? [n] : [];
+      return { items, nextCursor: n < 200 ? `c${n}` : null, receivedAt: new Date(), rejected };
+    };
+    const { seen, error } = await walk(fetchPage, { maxEmptyPages: 50 });
+    expect(error).toBeUndefined();
+    expect(seen).toHaveLength(200);
+  });
+
+  it('lets the last page be empty, and an empty feed end at once', async () => {
+    const { fetchPage } = scripted({ first: { items: [1], next: 'a' }, a: { items: [], next: null } });
+    expect(await walk(fetchPage, { maxEmptyPages: 1 })).toEqual({ seen: [[1], []], error: undefined });
+    const empty = scripted({ first: { items: [], next: null } });
+    expect(await walk(empty.fetchPage, { maxEmptyPages: 1 })).toEqual({ seen: [[]], error: undefined });
+  });
+
   it('fails a walk past its page ceiling, after the pages within it, and logs why', async () => {
     let n = 0;
     const fetchPage = async (): Promise<Page<number>> => {

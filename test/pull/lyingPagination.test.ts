@@ -15,7 +15,8 @@ import { fakePlatformFixture, feedReview, pullContext, testApi } from './helpers
 /**
  * How the fake feed lies: without a cursor from the first page on, the repeats from the second;
  * `count-mismatch` drops records from the last page while its count still includes them;
- * `over-limit` serves a first page of more records than asked for, every one of them invalid.
+ * `over-limit` serves a first page of more records than asked for, every one of them invalid;
+ * `empty-pages` answers every page after the first empty, claiming more under a fresh cursor.
  */
 type Mode =
   | 'honest'
@@ -23,7 +24,8 @@ type Mode =
   | 'repeating-cursor'
   | 'same-page-fresh-cursor'
   | 'count-mismatch'
-  | 'over-limit';
+  | 'over-limit'
+  | 'empty-pages';
 
 const PAGE = 100;
 const MINUTE = 60_000;
@@ -60,6 +62,15 @@ describe('a review feed whose pagination lies', () => {
           start = limit;
           next = `o:${limit}:${fresh++}`;
         }
+      }
+      if (mode === 'empty-pages' && start >= limit) {
+        return {
+          status: 200,
+          body: {
+            reviews: [],
+            pagination: { count: 0, has_more: true, next_cursor: `e:${limit}:${fresh++}` },
+          },
+        };
       }
       let page: unknown[] = visible.slice(start, start + limit);
       const count = page.length;
@@ -152,6 +163,32 @@ describe('a review feed whose pagination lies', () => {
     expect(await removed()).toBe(0);
   });
 
+  it('stops at the 50th empty page in a row claiming more, long before the page ceiling, and decides nothing', async () => {
+    await db.knex(db.table('sync_state')).where({ job: JOB.reconcile }).del();
+    mode = 'empty-pages';
+    const requestsBefore = platform.requests();
+    const error = await failure(reconcileReviews(ctx(), {}));
+    expect(error).toBeInstanceOf(ApiProtocolError);
+    expect((error as Error).message).toBe(
+      'GET /reviews broke the pagination protocol: 50 pages in a row held no record yet claimed more (page 51)',
+    );
+    // The first page, 50 empty ones and at most the one fetched ahead.
+    expect(platform.requests() - requestsBefore).toBeLessThanOrEqual(52);
+    expect(await removed()).toBe(0);
+    expect(await watermarkOf(JOB.reconcile)).toBeNull();
+
+    const before = await watermarkOf(JOB.reviews);
+    expect(before).not.toBeNull();
+    await db.knex(db.table('sync_state')).where({ job: JOB.reviews }).update({ watermark: null });
+    const incremental = await failure(syncReviews(ctx(), {}));
+    expect(incremental).toBeInstanceOf(ApiProtocolError);
+    expect(await watermarkOf(JOB.reviews)).toBeNull();
+    await db
+      .knex(db.table('sync_state'))
+      .where({ job: JOB.reviews })
+      .update({ watermark: before, cursor: null });
+  });
+
   it('fails a walk past the page ceiling, and marks nothing removed', async () => {
     await db.knex(db.table('sync_state')).where({ job: JOB.reconcile }).del();
     const capped = testApi(
@@ -228,8 +265,17 @@ describe('a directory listing whose count lies', () => {
     created_at: '2026-01-01T10:00:00Z',
   });
   let lying = false;
+  let emptyPages = false;
+  let fresh = 0;
   const fx = fakePlatformFixture(({ path, query }) => {
     if (path !== '/locations') return { status: 404, body: { error: 'Location not found' } };
+    if (emptyPages && query.get('active') === 'true') {
+      // The listing never ends: empty pages claiming more, each under a fresh cursor.
+      return {
+        status: 200,
+        body: { locations: [], pagination: { count: 0, has_more: true, next_cursor: `e${fresh++}` } },
+      };
+    }
     const listed = query.get('active') === 'true' ? [location(1), location(2)] : [];
     // The page says it holds both locations, but one was lost on the way.
     const locations = lying ? listed.slice(0, 1) : listed;
@@ -250,6 +296,26 @@ describe('a directory listing whose count lies', () => {
     expect((error as Error).message).toBe(
       'GET /locations broke the pagination protocol: pagination.count is 2 but the page holds 1 records',
     );
+    const rows = await fx.db.knex(fx.db.table('locations')).orderBy('id').select('id', 'removed_at');
+    expect(rows).toEqual([
+      { id: 1, removed_at: null },
+      { id: 2, removed_at: null },
+    ]);
+  });
+
+  it('fails the sync at the 50th empty page in a row claiming more, and marks nothing removed', async () => {
+    lying = false;
+    emptyPages = true;
+    const requestsBefore = fx.platform.requests();
+    const error = await syncLocations(pullContext(fx.db, fx.api), {}).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(ApiProtocolError);
+    expect((error as Error).message).toBe(
+      'GET /locations broke the pagination protocol: 50 pages in a row held no record yet claimed more (page 50)',
+    );
+    expect(fx.platform.requests() - requestsBefore).toBeLessThanOrEqual(52);
     const rows = await fx.db.knex(fx.db.table('locations')).orderBy('id').select('id', 'removed_at');
     expect(rows).toEqual([
       { id: 1, removed_at: null },

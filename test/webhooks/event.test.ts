@@ -22,10 +22,29 @@ describe('parseEvent', () => {
     expect(parseEvent(body({ event: 'review.created', timestamp: 1700000000, data: review })).ok).toBe(true);
   });
 
-  it('refuses what is not JSON, another event, and an invalid review', () => {
+  it('tells another event type apart, by the signed body first, then by the header', () => {
+    const ignored = (eventType: string) => ({ ok: false, reason: 'ignored_event_type', eventType });
+    expect(parseEvent(body({ event: 'review.deleted', timestamp: '1', data: review }))).toMatchObject(
+      ignored('review.deleted'),
+    );
+    expect(parseEvent(body({ event: 'review.deleted', data: {} }), 'review.created')).toMatchObject(
+      ignored('review.deleted'),
+    );
+    expect(parseEvent(body({ data: {} }), 'review.updated')).toMatchObject(ignored('review.updated'));
+    expect(parseEvent(Buffer.from('a=b'), 'review.updated')).toMatchObject(ignored('review.updated'));
+    // The signed body's review.created wins over the header: the server refuses that mismatch.
+    expect(parseEvent(body({ event: 'review.created', timestamp: '1', data: review }), 'other').ok).toBe(
+      true,
+    );
+  });
+
+  it('refuses what is not JSON and an invalid review', () => {
     expect(parseEvent(Buffer.from('{"event":'))).toMatchObject({ ok: false, reason: 'invalid_json' });
-    expect(parseEvent(Buffer.alloc(0))).toMatchObject({ ok: false, reason: 'invalid_json' });
-    expect(parseEvent(body({ event: 'review.deleted', timestamp: '1', data: review }))).toMatchObject({
+    expect(parseEvent(Buffer.alloc(0), 'review.created')).toMatchObject({
+      ok: false,
+      reason: 'invalid_json',
+    });
+    expect(parseEvent(body({ event: 7, timestamp: '1', data: review }))).toMatchObject({
       ok: false,
       reason: 'invalid_event',
     });

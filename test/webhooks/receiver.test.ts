@@ -7,7 +7,7 @@ import { makeLogger, SecretScrubber } from '../../src/log.js';
 import { makeMetrics } from '../../src/metrics.js';
 import { Inbox } from '../../src/webhooks/inbox.js';
 import { makeWebhookServer } from '../../src/webhooks/server.js';
-import { signDelivery } from '../../src/webhooks/signature.js';
+import { deliveryHeaders, signDelivery } from '../../src/webhooks/signature.js';
 import { freshDb } from '../helpers/db.js';
 import { makeReview, signedDelivery } from './helpers.js';
 
@@ -82,12 +82,69 @@ describe('webhook receiver over HTTP', () => {
     expect(event.event).toBe('review.created');
   });
 
-  it('accepts a content type with a charset parameter', async () => {
+  it('accepts any content type, or none: the signature covers the bytes, the type proves nothing', async () => {
+    for (const contentType of [
+      'application/json; charset=utf-8',
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'application/octet-stream',
+      undefined,
+    ]) {
+      const review = makeReview();
+      const d = signedDelivery(SECRET, review);
+      const { 'content-type': _, ...headers } = d.headers;
+      // A body given as bytes makes fetch send no content type of its own.
+      const res = await post(
+        contentType === undefined ? headers : { ...headers, 'content-type': contentType },
+        Buffer.from(d.body),
+      );
+      expect(res.status, contentType).toBe(200);
+      expect(await stored(review.id)).toEqual({ reviews: 1, inbox: 1 });
+    }
+  });
+
+  it('accepts a delivery signed twice (the platform rotating its secret) when one signature matches', async () => {
     const review = makeReview();
     const d = signedDelivery(SECRET, review);
-    const res = await post({ ...d.headers, 'content-type': 'application/json; charset=utf-8' }, d.body);
+    const other = signDelivery('whsec_the_platforms_next_secret', d.headers['x-ee-timestamp']!, d.body);
+    const res = await post(
+      { ...d.headers, 'x-ee-signature': `${other}, ${d.headers['x-ee-signature']}` },
+      d.body,
+    );
     expect(res.status).toBe(200);
     expect(await stored(review.id)).toEqual({ reviews: 1, inbox: 1 });
+  });
+
+  it('acknowledges an authentic event of another type without storing it, counts it and logs its type', async () => {
+    const review = makeReview();
+    const longType = `review.${'x'.repeat(200)}`;
+    const before = await refusals('ignored_event_type');
+    const linesBefore = logLines.length;
+    const cases = [
+      // Typed by the signed body, whatever the header says.
+      signedRaw(JSON.stringify({ event: 'review.updated', timestamp: '1', data: review })),
+      // Typed by the header when the body names none, whatever its shape.
+      { ...signedRaw('not json at all'), extra: { 'x-ee-event': 'review.deleted' } },
+      { ...signedRaw(JSON.stringify({ data: { id: 'no review' } })), extra: { 'x-ee-event': longType } },
+    ];
+    for (const c of cases) {
+      const extra = 'extra' in c ? c.extra : { 'x-ee-event': 'review.created' };
+      const res = await post({ ...c.headers, ...extra }, c.body);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ status: 'ignored' });
+    }
+    expect(await stored(review.id)).toEqual({ reviews: 0, inbox: 0 });
+    expect(await refusals('ignored_event_type')).toBe(before + 3);
+    const ignored = logLines
+      .slice(linesBefore)
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.msg === 'webhook delivery ignored: not a review.created event');
+    expect(ignored.map((l) => [l.level, l.eventType])).toEqual([
+      ['warn', 'review.updated'],
+      ['warn', 'review.deleted'],
+      ['warn', longType.slice(0, 64)],
+    ]);
+    expect(logLines.slice(linesBefore).join('\n')).not.toContain('no review');
   });
 
   it('answers 200 to a duplicate and changes nothing but last_seen_at', async () => {
@@ -280,24 +337,48 @@ describe('webhook receiver over HTTP', () => {
         build: (r) => signedDelivery(SECRET, r),
       },
       {
-        name: 'wrong content type',
-        status: 415,
-        reason: 'unsupported_media_type',
+        name: 'another event type, unsigned',
+        status: 401,
+        reason: 'missing_signature',
         build: (r) => {
-          const d = signedDelivery(SECRET, r);
-          return { headers: { ...d.headers, 'content-type': 'text/plain' }, body: d.body };
+          const d = signedRaw(JSON.stringify({ event: 'review.updated', timestamp: '1', data: r }));
+          const { 'x-ee-signature': _, ...headers } = d.headers;
+          return { headers: { ...headers, 'x-ee-event': 'review.updated' }, body: d.body };
         },
       },
       {
-        name: 'form content type',
-        status: 415,
-        reason: 'unsupported_media_type',
+        name: 'another event type, signed by an unknown secret',
+        status: 401,
+        reason: 'bad_signature',
+        build: (r) => {
+          const body = JSON.stringify({ event: 'review.updated', timestamp: '1', data: r });
+          const timestamp = String(Math.floor(Date.now() / 1000));
+          return {
+            headers: {
+              ...deliveryHeaders('whsec_someone_else', timestamp, body),
+              'x-ee-event': 'review.updated',
+            },
+            body,
+          };
+        },
+      },
+      {
+        name: 'a signed review.created body under another X-EE-Event',
+        status: 400,
+        reason: 'invalid_event',
         build: (r) => {
           const d = signedDelivery(SECRET, r);
-          return {
-            headers: { ...d.headers, 'content-type': 'application/x-www-form-urlencoded' },
-            body: d.body,
-          };
+          return { headers: { ...d.headers, 'x-ee-event': 'review.updated' }, body: d.body };
+        },
+      },
+      {
+        name: 'body over the limit, without a content type',
+        status: 413,
+        reason: 'body_too_large',
+        build: (r) => {
+          const d = signedDelivery(SECRET, { ...r, comment: 'x'.repeat(MAX_BODY) });
+          const { 'content-type': _, ...headers } = d.headers;
+          return { headers, body: Buffer.from(d.body) };
         },
       },
     ];
@@ -321,9 +402,10 @@ describe('webhook receiver over HTTP', () => {
       expect(res.headers.get('allow')).toBe('POST');
     });
 
-    it('POST without a body or a content type: 415', async () => {
+    it('POST without a body or a content type: 401, judged by its (missing) signature', async () => {
       const res = await fetch(url, { method: 'POST' });
-      expect(res.status).toBe(415);
+      expect(res.status).toBe(401);
+      expect(await res.json()).toEqual({ error: 'missing_signature' });
     });
 
     it('logs each refusal with its reason and never the secret', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { signDelivery, verifyDelivery } from '../../src/webhooks/signature.js';
+import { MAX_SIGNATURES, signDelivery, verifyDelivery } from '../../src/webhooks/signature.js';
 
 // Vectors computed independently of this code, with OpenSSL:
 //   printf '%s' '1700000000.{"event":"review.created"}' | openssl dgst -sha256 -hmac 'whsec_test_secret_1'
@@ -104,12 +104,44 @@ describe('verifyDelivery', () => {
       `sha256=${hex.toUpperCase()}`,
       `sha256=${hex.slice(0, -2)}`,
       `${SIG_1}00`,
-      `${SIG_1},${SIG_2}`,
     ]) {
       expect(verifyDelivery({ timestamp: TS, signature, body: BODY }, [SECRET_1], at(NOW))).toMatchObject({
         ok: false,
         reason: 'bad_signature',
       });
+    }
+  });
+
+  it('accepts a header of several signatures (a platform rotating its secret) when any one matches', () => {
+    const check = (signature: string, secrets = [SECRET_1]) =>
+      verifyDelivery({ timestamp: TS, signature, body: BODY }, secrets, at(NOW));
+    expect(check(`${SIG_2},${SIG_1}`)).toMatchObject({ ok: true, secretIndex: 0 });
+    expect(check(`${SIG_1}, ${SIG_2}`)).toMatchObject({ ok: true, secretIndex: 0 });
+    expect(check(`${SIG_2} ${SIG_1}`)).toMatchObject({ ok: true, secretIndex: 0 });
+    expect(check(` ${SIG_2}\t${SIG_1} `)).toMatchObject({ ok: true, secretIndex: 0 });
+    expect(check(`${SIG_1},${SIG_2}`, ['an_unrelated_secret', SECRET_2])).toMatchObject({
+      ok: true,
+      secretIndex: 1,
+    });
+    const others = Array.from({ length: MAX_SIGNATURES - 1 }, (_, i) => signDelivery(`other_${i}`, TS, BODY));
+    expect(check([...others, SIG_1].join(','))).toMatchObject({ ok: true });
+  });
+
+  it('refuses several signatures when none matches, one is malformed, or there are too many', () => {
+    const check = (signature: string) =>
+      verifyDelivery({ timestamp: TS, signature, body: BODY }, [SECRET_1], at(NOW));
+    const hex = SIG_1.slice('sha256='.length);
+    const others = Array.from({ length: MAX_SIGNATURES }, (_, i) => signDelivery(`other_${i}`, TS, BODY));
+    for (const signature of [
+      `${SIG_2},${SIG_2}`,
+      `${SIG_1},${hex}`,
+      `${SIG_1},sha1=${hex}`,
+      `${SIG_1};${SIG_2}`,
+      `${SIG_1},${SIG_2.toUpperCase()}`,
+      [...others, SIG_1].join(','),
+      ', ,',
+    ]) {
+      expect(check(signature), signature).toMatchObject({ ok: false, reason: 'bad_signature' });
     }
   });
 
