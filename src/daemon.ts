@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { MirrorGauges } from './admin/mirrorGauges.js';
 import { makeAdminServer } from './admin/server.js';
 import type { Context } from './context.js';
 import { type Db, dbOptionsFromConfig, openDb } from './db/connect.js';
@@ -46,6 +47,9 @@ class StartupInterrupted extends Error {
   }
 }
 
+/** How long start-up waits for the first read of the freshness gauges before it goes on without. */
+const GAUGES_FIRST_READ_BOUND_MS = 5_000;
+
 /** The longest wait between two tries at reaching the database at start-up. */
 const UNREACHABLE_RETRY_MAX_MS = 30_000;
 
@@ -87,10 +91,11 @@ async function unlessAborted<T>(work: Promise<T>, signal: AbortSignal | undefine
 }
 
 /**
- * Starts every part of `review-mirror run`: migrations, health and metrics, scheduled jobs.
- * Each part that starts pushes its own closer; stopping runs them last-started-first, so the
- * scheduler stops (and in-flight runs finish within the grace period) before the database closes.
- * Once `shutdown` aborts, start-up stops where it is (StartupInterrupted) and nothing more starts.
+ * Starts every part of `review-mirror run`: health and metrics first, then migrations, scheduled
+ * jobs. Each part that starts pushes its own closer; stopping runs them last-started-first, so
+ * the scheduler stops (and in-flight runs finish within the grace period) before the database
+ * closes, and the admin server closes last. Once `shutdown` aborts, start-up stops where it is
+ * (StartupInterrupted) and nothing more starts.
  */
 export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise<RunningDaemon> {
   const { config, log } = ctx;
@@ -98,6 +103,7 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
   let stopping: Promise<boolean> | undefined;
   const stop = (reason: string): Promise<boolean> => {
     stopping ??= (async () => {
+      onStopping();
       const deadlineMs = config.shutdownGraceMs + CLOSE_BOUND_MS;
       log.info({ reason, graceMs: config.shutdownGraceMs, deadlineMs }, 'shutting down');
       const closeAll = async () => {
@@ -123,7 +129,20 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
   };
 
   const goOn = () => shutdown?.throwIfAborted();
+  let onStopping = () => {};
   try {
+    // Listening before anything can wait: an orchestrator's liveness probe must find the process
+    // alive while start-up waits for the database or another replica's migration, or it kills it
+    // and the wait that should end a crash loop becomes one. Ready only once everything started.
+    const metrics = makeMetrics();
+    const admin = makeAdminServer({ metrics });
+    const adminUrl = await admin.app.listen({ host: config.admin.host, port: config.admin.port });
+    closers.push({ name: 'admin server', close: () => admin.app.close() });
+    onStopping = () => admin.stopping();
+    log.info({ url: adminUrl }, 'admin server listening');
+    goOn();
+
+    admin.starting('opening the database');
     const db = await openDb(dbOptionsFromConfig(config, log));
     // A migration given up on still holds its connection, queued on another replica's lock, and
     // closing the pool waits for it: not waited for, it ends with that wait or with the process
@@ -141,6 +160,8 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
     // embedded one's data is ours alone.
     let applied: string[] | undefined;
     for (let attempt = 0; applied === undefined; attempt++) {
+      // Until the database answers, a retry is still the wait for it.
+      if (attempt === 0) admin.starting('applying migrations (or waiting for another replica applying them)');
       try {
         applied =
           db.backend === 'postgres'
@@ -153,6 +174,7 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
         if (shutdown?.aborted || !isUnreachable(error)) throw error;
         // A failing dependency never ends the process: it waits, saying so, until it can go on.
         const delayMs = Math.min(UNREACHABLE_RETRY_MAX_MS, 1_000 * 2 ** attempt);
+        admin.starting('waiting for the database, which is unreachable');
         log.warn(
           { err: describeError(error), retryInMs: delayMs },
           'database unreachable; start-up waits for it',
@@ -163,13 +185,16 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
     log.info({ applied, backend: db.backend, schema: db.schema }, 'database ready');
     goOn();
 
-    const metrics = makeMetrics();
-    const readinessChecks: Array<() => Promise<string | undefined>> = [];
-    const admin = makeAdminServer({ db, metrics, readinessChecks });
-    const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
-    closers.push({ name: 'admin server', close: () => admin.close() });
-    log.info({ url: adminUrl }, 'admin server listening');
+    // Every replica reports the mirror's freshness, not only the one whose job just ran.
+    admin.starting('reading the freshness gauges');
+    const gauges = new MirrorGauges({ db, log, metrics });
+    await unlessAborted(gauges.refreshWithin(GAUGES_FIRST_READ_BOUND_MS), shutdown);
+    gauges.start();
+    closers.push({ name: 'freshness gauges', close: async () => gauges.stop() });
     goOn();
+
+    admin.starting('starting the webhook receiver and the jobs');
+    const readinessChecks: Array<() => Promise<string | undefined>> = [];
 
     const api =
       config.api.url && config.api.key ? makePartnerApi(partnerApiOptions(config, log, metrics)) : undefined;
@@ -220,6 +245,8 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
       closers.push({ name: 'API retries', close: async () => api.stopRetrying() });
     }
 
+    admin.running(db, readinessChecks);
+    log.info('started');
     return { db, metrics, scheduler, api, webhooks, adminUrl, stop };
   } catch (error) {
     if (!shutdown?.aborted) {

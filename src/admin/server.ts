@@ -3,13 +3,35 @@ import type { Db } from '../db/connect.js';
 import type { Metrics } from '../metrics.js';
 
 export interface AdminServerOptions {
-  db: Db;
   metrics: Metrics;
+}
+
+/** What the daemon is doing: `/healthz` and `/readyz` answer according to it. */
+type AdminPhase =
+  | { readonly kind: 'starting'; readonly doing: string }
+  | {
+      readonly kind: 'running';
+      readonly db: Db;
+      readonly readinessChecks: ReadonlyArray<() => Promise<string | undefined>>;
+    }
+  | { readonly kind: 'stopping' };
+
+/**
+ * The admin server of `run`. It listens before anything else starts, so that a liveness probe
+ * finds the process alive while start-up waits (for a database that is down, for another
+ * replica's migration) instead of killing it: the crash loop the wait is meant to end.
+ */
+export interface AdminServer {
+  readonly app: FastifyInstance;
+  /** Start-up is doing (or waiting for) `doing`: `/healthz` says so, `/readyz` answers 503. */
+  starting(doing: string): void;
   /**
-   * Extra readiness checks contributed by other parts (each returns a reason when not ready),
-   * read at every request: parts started after the server add theirs to the same array.
+   * Start-up is over: `/readyz` checks the database and each of `readinessChecks` (each returns
+   * a reason when not ready) at every request.
    */
-  readinessChecks?: ReadonlyArray<() => Promise<string | undefined>>;
+  running(db: Db, readinessChecks: ReadonlyArray<() => Promise<string | undefined>>): void;
+  /** Shutdown began: `/readyz` answers 503 so that no load balancer sends more. */
+  stopping(): void;
 }
 
 /** A probe must answer even when the database hangs: a check that takes too long is a failed one. */
@@ -32,12 +54,26 @@ async function withinBound(
 
 /**
  * Health and metrics, on a port that is never exposed to the internet: `/healthz` says the
- * process is up, `/readyz` that this replica can take webhooks (database reachable, inbox commits succeeding), `/metrics` is Prometheus.
+ * process is up (also while it starts), `/readyz` that this replica can take webhooks (started,
+ * database reachable, inbox commits succeeding), `/metrics` is Prometheus.
  */
-export function makeAdminServer({ db, metrics, readinessChecks = [] }: AdminServerOptions): FastifyInstance {
+export function makeAdminServer({ metrics }: AdminServerOptions): AdminServer {
+  let phase: AdminPhase = { kind: 'starting', doing: 'starting' };
   const app = Fastify({ logger: false });
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/healthz', async () => {
+    const current = phase;
+    if (current.kind === 'starting') return { status: 'starting', doing: current.doing };
+    return { status: current.kind === 'running' ? 'ok' : 'stopping' };
+  });
   app.get('/readyz', async (_request, reply) => {
+    const current = phase;
+    if (current.kind === 'starting') {
+      return reply.code(503).send({ status: 'starting', problems: [`starting: ${current.doing}`] });
+    }
+    if (current.kind === 'stopping') {
+      return reply.code(503).send({ status: 'stopping', problems: ['shutting down'] });
+    }
+    const { db, readinessChecks } = current;
     const ping = async () => {
       await db.knex.raw('select 1');
       return undefined;
@@ -57,5 +93,16 @@ export function makeAdminServer({ db, metrics, readinessChecks = [] }: AdminServ
     reply.header('content-type', metrics.registry.contentType);
     return metrics.registry.metrics();
   });
-  return app;
+  return {
+    app,
+    starting: (doing) => {
+      phase = { kind: 'starting', doing };
+    },
+    running: (db, readinessChecks) => {
+      phase = { kind: 'running', db, readinessChecks };
+    },
+    stopping: () => {
+      phase = { kind: 'stopping' };
+    },
+  };
 }

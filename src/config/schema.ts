@@ -99,96 +99,111 @@ const identifier = z
 /** What DATABASE_URL reaches: PostgreSQL itself, or a pooler that hands out connections per transaction. */
 export const DB_POOLERS = ['none', 'transaction'] as const;
 
-export const envSchema = z.object({
-  REVIEWS_API_URL: httpUrl
-    .refine(
-      (v) => !URL.canParse(v) || !/\/api\/v1\/partner\/*$/.test(new URL(v).pathname),
-      "must be the platform's base URL, without /api/v1/partner (review-mirror appends it)",
-    )
-    .optional(),
-  REVIEWS_API_KEY: optionalText,
-  DATABASE_URL: databaseUrl,
-  DATABASE_LISTEN_URL: databaseUrl,
-  DB_SCHEMA: identifier.default('review_mirror'),
-  DB_POOL_MAX: positiveInt(10),
-  // A day: the client's own bound (this plus a margin) must stay a valid timer too. 0 lifts it.
-  DB_STATEMENT_TIMEOUT_SECONDS: seconds(300, 86_400),
-  DB_POOLER: z.enum(DB_POOLERS, { error: `must be one of ${DB_POOLERS.join(', ')}` }).default('none'),
-  JOB_LEASE_SECONDS: secondsAtMost(MAX_SECONDS)
-    .int('must be a whole number')
-    .min(3, 'must be at least 3')
-    .default(30),
-  DATA_DIR: z.string().trim().min(1, 'must not be empty').default('./data'),
-  HTTP_PORT: port(8080),
-  ADMIN_PORT: port(9464),
-  HTTP_HOST: z.string().trim().min(1).default('0.0.0.0'),
-  ADMIN_HOST: z.string().trim().min(1).default('0.0.0.0'),
-  LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
-  // An hour: beyond it no orchestrator waits, and the shutdown deadline adds its closing bound.
-  SHUTDOWN_GRACE_SECONDS: seconds(8, 3_600),
+export const envSchema = z
+  .object({
+    REVIEWS_API_URL: httpUrl
+      .refine(
+        (v) => !URL.canParse(v) || !/\/api\/v1\/partner\/*$/.test(new URL(v).pathname),
+        "must be the platform's base URL, without /api/v1/partner (review-mirror appends it)",
+      )
+      .optional(),
+    REVIEWS_API_KEY: optionalText,
+    DATABASE_URL: databaseUrl,
+    DATABASE_LISTEN_URL: databaseUrl,
+    DB_SCHEMA: identifier.default('review_mirror'),
+    DB_POOL_MAX: positiveInt(10),
+    // A day: the client's own bound (this plus a margin) must stay a valid timer too. 0 lifts it.
+    DB_STATEMENT_TIMEOUT_SECONDS: seconds(300, 86_400),
+    DB_POOLER: z.enum(DB_POOLERS, { error: `must be one of ${DB_POOLERS.join(', ')}` }).default('none'),
+    JOB_LEASE_SECONDS: secondsAtMost(MAX_SECONDS)
+      .int('must be a whole number')
+      .min(3, 'must be at least 3')
+      .default(30),
+    DATA_DIR: z.string().trim().min(1, 'must not be empty').default('./data'),
+    HTTP_PORT: port(8080),
+    ADMIN_PORT: port(9464),
+    HTTP_HOST: z.string().trim().min(1).default('0.0.0.0'),
+    ADMIN_HOST: z.string().trim().min(1).default('0.0.0.0'),
+    LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
+    // An hour: beyond it no orchestrator waits, and the shutdown deadline adds its closing bound.
+    SHUTDOWN_GRACE_SECONDS: seconds(8, 3_600),
 
-  API_CONNECT_TIMEOUT_SECONDS: seconds(5),
-  API_REQUEST_TIMEOUT_SECONDS: seconds(30),
-  API_MAX_RETRIES: z.coerce.number().int('must be a whole number').min(0, 'must be >= 0').default(6),
-  API_RETRY_BUDGET_SECONDS: seconds(120),
-  API_PAGE_SIZE: z.coerce
-    .number()
-    .int()
-    .min(1, 'must be from 1 to 100')
-    .max(100, 'must be from 1 to 100')
-    .default(100),
+    API_CONNECT_TIMEOUT_SECONDS: seconds(5),
+    API_REQUEST_TIMEOUT_SECONDS: seconds(30),
+    API_MAX_RETRIES: z.coerce.number().int('must be a whole number').min(0, 'must be >= 0').default(6),
+    API_RETRY_BUDGET_SECONDS: seconds(120),
+    API_PAGE_SIZE: z.coerce
+      .number()
+      .int()
+      .min(1, 'must be from 1 to 100')
+      .max(100, 'must be from 1 to 100')
+      .default(100),
 
-  SYNC_REVIEWS_CRON: cron('* * * * *'),
-  SYNC_DIRECTORY_CRON: cron('*/15 * * * *'),
-  SYNC_RECONCILE_CRON: cron('17 3 * * *'),
-  SYNC_OVERLAP_SECONDS: seconds(600),
-  DIRECTORY_DETAIL_CONCURRENCY: positiveInt(4),
+    SYNC_REVIEWS_CRON: cron('* * * * *'),
+    SYNC_DIRECTORY_CRON: cron('*/15 * * * *'),
+    SYNC_RECONCILE_CRON: cron('17 3 * * *'),
+    SYNC_OVERLAP_SECONDS: seconds(600),
+    DIRECTORY_DETAIL_CONCURRENCY: positiveInt(4),
 
-  REVIEW_MIRROR_CONFIG: optionalText,
-  CONTACTS_CONCURRENCY: positiveInt(4),
-  CONTACTS_RATE_PER_SECOND: positiveInt(10),
-  CONTACTS_LOG_RETENTION_DAYS: positiveInt(90),
-  CRM_INBOX_DIR: optionalText,
-  CRM_INBOX_CRON: cron('* * * * *'),
-  CRM_INBOX_SETTLE_SECONDS: seconds(10),
-  EVENTS_CONCURRENCY: positiveInt(4),
-  EVENTS_RATE_PER_SECOND: positiveInt(10),
-  EVENTS_MAX_ATTEMPTS: positiveInt(10),
-  EVENTS_UNKNOWN_OUTCOME: z
-    .enum(UNKNOWN_OUTCOME_POLICIES, { error: `must be one of ${UNKNOWN_OUTCOME_POLICIES.join(', ')}` })
-    .default('retry'),
-  EVENTS_LEASE_SECONDS: secondsAtMost(MAX_SECONDS)
-    .int('must be a whole number')
-    .positive('must be > 0')
-    .default(60),
-  EVENTS_POLL_SECONDS: seconds(5),
-  EVENTS_RETENTION_DAYS: positiveInt(7),
-  EVENTS_KEY_RETENTION_DAYS: positiveInt(400),
-  PROVISION_WAIT_SECONDS: seconds(60),
+    REVIEW_MIRROR_CONFIG: optionalText,
+    CONTACTS_CONCURRENCY: positiveInt(4),
+    CONTACTS_RATE_PER_SECOND: positiveInt(10),
+    CONTACTS_LOG_RETENTION_DAYS: positiveInt(90),
+    CRM_INBOX_DIR: optionalText,
+    CRM_INBOX_CRON: cron('* * * * *'),
+    CRM_INBOX_SETTLE_SECONDS: seconds(10),
+    EVENTS_CONCURRENCY: positiveInt(4),
+    EVENTS_RATE_PER_SECOND: positiveInt(10),
+    EVENTS_MAX_ATTEMPTS: positiveInt(10),
+    EVENTS_UNKNOWN_OUTCOME: z
+      .enum(UNKNOWN_OUTCOME_POLICIES, { error: `must be one of ${UNKNOWN_OUTCOME_POLICIES.join(', ')}` })
+      .default('retry'),
+    EVENTS_LEASE_SECONDS: secondsAtMost(MAX_SECONDS)
+      .int('must be a whole number')
+      .positive('must be > 0')
+      .default(60),
+    EVENTS_POLL_SECONDS: seconds(5),
+    EVENTS_RETENTION_DAYS: positiveInt(7),
+    EVENTS_KEY_RETENTION_DAYS: positiveInt(400),
+    PROVISION_WAIT_SECONDS: seconds(60),
 
-  WEBHOOK_PATH: z.string().trim().startsWith('/', 'must start with /').default('/webhooks/review-created'),
-  WEBHOOK_SECRETS: z
-    .string()
-    .optional()
-    .transform((v) =>
-      (v ?? '')
-        .split(',')
-        .map((s) => s.trim())
-        .filter((s) => s.length > 0),
-    ),
-  WEBHOOK_TOLERANCE_SECONDS: seconds(300),
-  WEBHOOK_MAX_BODY_BYTES: positiveInt(1024 * 1024),
-  WEBHOOK_COMMIT_TIMEOUT_SECONDS: secondsAtMost(MAX_SECONDS).positive('must be > 0').default(5),
-  WEBHOOK_PUBLIC_URL: z
-    .string()
-    .trim()
-    .refine((v) => v === '' || (URL.canParse(v) && /^https?:$/.test(new URL(v).protocol)), 'must be a URL')
-    .transform((v) => (v === '' ? undefined : v))
-    .optional(),
-  WEBHOOK_HEALTH_CRON: cron('*/5 * * * *'),
-  TLS_CERT_FILE: optionalText,
-  TLS_KEY_FILE: optionalText,
-});
+    WEBHOOK_PATH: z.string().trim().startsWith('/', 'must start with /').default('/webhooks/review-created'),
+    WEBHOOK_SECRETS: z
+      .string()
+      .optional()
+      .transform((v) =>
+        (v ?? '')
+          .split(',')
+          .map((s) => s.trim())
+          .filter((s) => s.length > 0),
+      ),
+    WEBHOOK_TOLERANCE_SECONDS: seconds(300),
+    WEBHOOK_MAX_BODY_BYTES: positiveInt(1024 * 1024),
+    WEBHOOK_COMMIT_TIMEOUT_SECONDS: secondsAtMost(MAX_SECONDS).positive('must be > 0').default(5),
+    WEBHOOK_PUBLIC_URL: z
+      .string()
+      .trim()
+      .refine((v) => v === '' || (URL.canParse(v) && /^https?:$/.test(new URL(v).protocol)), 'must be a URL')
+      .transform((v) => (v === '' ? undefined : v))
+      .optional(),
+    WEBHOOK_HEALTH_CRON: cron('*/5 * * * *'),
+    TLS_CERT_FILE: optionalText,
+    TLS_KEY_FILE: optionalText,
+  })
+  .superRefine((e, ctx) => {
+    // The outbox sends a claim while at least 3/4 of its lease is left (it renews one that has less)
+    // and cuts the request off 1/4 of a lease before the claim runs out: a request is given half a
+    // lease at worst, so a shorter lease would cut off requests the timeout still allows
+    // (docs/push.md, "Claims and leases"). A timeout of 0 is none: the claim is then the only bound.
+    const timeout = e.API_REQUEST_TIMEOUT_SECONDS;
+    if (e.EVENTS_LEASE_SECONDS < 2 * timeout) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['EVENTS_LEASE_SECONDS'],
+        message: `(${e.EVENTS_LEASE_SECONDS}) must be at least twice API_REQUEST_TIMEOUT_SECONDS (${timeout}), so at least ${2 * timeout}: an event's request is cut off a quarter of a lease before its claim runs out, so it may get only half a lease; raise EVENTS_LEASE_SECONDS or lower API_REQUEST_TIMEOUT_SECONDS`,
+      });
+    }
+  });
 
 export interface Config {
   readonly api: {

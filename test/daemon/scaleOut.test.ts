@@ -107,7 +107,9 @@ describe.each([
       CRM_INBOX_SETTLE_SECONDS: '2',
       CONTACTS_RATE_PER_SECOND: '100',
       EVENTS_CONCURRENCY: String(EVENTS_CONCURRENCY),
-      EVENTS_LEASE_SECONDS: '5',
+      // At least twice the request timeout, which stays above the slow webhook list's 2 s.
+      EVENTS_LEASE_SECONDS: '6',
+      API_REQUEST_TIMEOUT_SECONDS: '3',
       EVENTS_POLL_SECONDS: '1',
       LOG_LEVEL: 'warn',
     });

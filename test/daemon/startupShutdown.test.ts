@@ -6,6 +6,44 @@ import { dropSchema, POSTGRES_URL } from '../helpers/db.js';
 import { startTcpProxy } from '../helpers/tcpProxy.js';
 import { waitFor } from '../helpers/wait.js';
 
+/** What a probe or Prometheus sees on the admin port: status, and the body (JSON when it is). */
+async function admin(port: number, path: string): Promise<{ status: number; body: unknown; text: string }> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(3_000) });
+  const text = await res.text();
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  return { status: res.status, body, text };
+}
+
+/** Whether anything still listens on `port` (a refused connection: nothing). */
+async function listening(port: number): Promise<boolean> {
+  return fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(3_000) }).then(
+    () => true,
+    () => false,
+  );
+}
+
+/**
+ * What start-up looks like from the admin port while it waits on `doing`: alive for a liveness
+ * probe (else it is killed, and the wait becomes a crash loop), not ready, metrics served.
+ */
+async function expectStartingAdmin(port: number, doing: RegExp): Promise<void> {
+  const health = await admin(port, '/healthz');
+  expect(health.status).toBe(200);
+  expect(health.body).toEqual({ status: 'starting', doing: expect.stringMatching(doing) });
+  const ready = await admin(port, '/readyz');
+  expect(ready.status).toBe(503);
+  expect(ready.body).toEqual({ status: 'starting', problems: [expect.stringMatching(doing)] });
+  const metrics = await admin(port, '/metrics');
+  expect(metrics.status).toBe(200);
+  expect(metrics.text).toMatch(/^review_mirror_process_cpu_seconds_total \d/m);
+  expect(metrics.text).toContain('review_mirror_build_info{');
+}
+
 /** SIGTERM while `run` is still starting: what an orchestrator does to a replica that is slow to come up. */
 describe('`run` told to stop during start-up', () => {
   const schemas: string[] = [];
@@ -37,6 +75,7 @@ describe('`run` told to stop during start-up', () => {
         );
         return rows.length > 0;
       }, 20_000);
+      await expectStartingAdmin(setup.adminPort, /migrations.*another replica/);
       const signalledAt = Date.now();
       daemon.kill('SIGTERM');
       const result = await daemon.exited;
@@ -44,6 +83,7 @@ describe('`run` told to stop during start-up', () => {
 
       expect(result.code).toBe(0);
       expect(tookMs).toBeLessThan(3_000);
+      expect(await listening(setup.adminPort)).toBe(false);
       const messages = result.stdout
         .split('\n')
         .filter((line) => line.startsWith('{'))
@@ -69,8 +109,16 @@ describe('`run` told to stop during start-up', () => {
     try {
       await waitFor(() => daemon.stdout.includes('database unreachable; start-up waits for it'), 20_000);
       expect(daemon.child.exitCode).toBeNull();
+      await expectStartingAdmin(setup.adminPort, /waiting for the database/);
       proxy.up();
       await waitFor(() => daemon.stdout.includes('"msg":"database ready"'), 40_000);
+      // Ready once started, with the readiness of the running daemon (the database answers).
+      const ready = await waitFor(async () => {
+        const res = await admin(setup.adminPort, '/readyz');
+        return res.status === 200 ? res : undefined;
+      }, 20_000);
+      expect(ready.body).toEqual({ status: 'ready' });
+      expect((await admin(setup.adminPort, '/healthz')).body).toEqual({ status: 'ok' });
       daemon.kill('SIGTERM');
       const result = await daemon.exited;
       expect(result.code, result.stdout).toBe(0);
@@ -79,4 +127,34 @@ describe('`run` told to stop during start-up', () => {
       await proxy.close();
     }
   }, 90_000);
+
+  it('ends at once on SIGTERM while it waits for a database that is down, closing the admin server', async () => {
+    const proxy = await startTcpProxy();
+    proxy.down();
+    const setup = await daemonSetup(
+      { url: `http://127.0.0.1:${await freePort()}`, apiKey: 'sk_test_startup' },
+      {
+        DATABASE_URL: proxy.url(new URL(POSTGRES_URL).pathname.slice(1)),
+        LOG_LEVEL: 'info',
+        SHUTDOWN_GRACE_SECONDS: '3',
+      },
+    );
+    schemas.push(setup.schema);
+    const daemon = new CliProcess(['run'], setup.env);
+    try {
+      // Past the first retries, into a wait of several seconds.
+      await waitFor(() => daemon.stdout.split('start-up waits for it').length > 3, 30_000);
+      await expectStartingAdmin(setup.adminPort, /waiting for the database/);
+      const signalledAt = Date.now();
+      daemon.kill('SIGTERM');
+      const result = await daemon.exited;
+      expect(Date.now() - signalledAt).toBeLessThan(2_000);
+      expect(result.code, result.stdout).toBe(0);
+      expect(result.stdout).toContain('"msg":"shutting down"');
+      expect(await listening(setup.adminPort)).toBe(false);
+    } finally {
+      daemon.kill('SIGKILL');
+      await proxy.close();
+    }
+  }, 60_000);
 });

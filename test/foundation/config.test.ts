@@ -70,6 +70,38 @@ describe('parseConfig', () => {
     expect(parseConfig({ JOB_LEASE_SECONDS: '2147483' }).jobs.leaseSeconds).toBe(2_147_483);
   });
 
+  it('refuses an events lease shorter than twice the request timeout, naming both variables and values', () => {
+    // A request is given half a lease at worst before its claim's deadline cuts it off.
+    expect(() => parseConfig({ EVENTS_LEASE_SECONDS: '59' })).toThrow(
+      new ConfigError(
+        'invalid configuration: EVENTS_LEASE_SECONDS (59) must be at least twice API_REQUEST_TIMEOUT_SECONDS (30), so at least 60: ' +
+          "an event's request is cut off a quarter of a lease before its claim runs out, so it may get only half a lease; " +
+          'raise EVENTS_LEASE_SECONDS or lower API_REQUEST_TIMEOUT_SECONDS',
+      ),
+    );
+    expect(() => parseConfig({ API_REQUEST_TIMEOUT_SECONDS: '45' })).toThrow(
+      /EVENTS_LEASE_SECONDS \(60\) must be at least twice API_REQUEST_TIMEOUT_SECONDS \(45\)/,
+    );
+    expect(() => parseConfig({ EVENTS_LEASE_SECONDS: '5', API_REQUEST_TIMEOUT_SECONDS: '2.6' })).toThrow(
+      /EVENTS_LEASE_SECONDS \(5\) .* API_REQUEST_TIMEOUT_SECONDS \(2\.6\)/,
+    );
+    // Exactly twice is enough (the defaults), as is a timeout of 0 (none: the claim bounds the request).
+    expect(parseConfig({}).events.leaseMs).toBe(2 * parseConfig({}).api.requestTimeoutMs);
+    expect(
+      parseConfig({ EVENTS_LEASE_SECONDS: '5', API_REQUEST_TIMEOUT_SECONDS: '2.5' }).events.leaseMs,
+    ).toBe(5_000);
+    expect(parseConfig({ EVENTS_LEASE_SECONDS: '1', API_REQUEST_TIMEOUT_SECONDS: '0' }).events.leaseMs).toBe(
+      1_000,
+    );
+    expect(
+      parseConfig({ EVENTS_LEASE_SECONDS: '120', API_REQUEST_TIMEOUT_SECONDS: '60' }).api.requestTimeoutMs,
+    ).toBe(60_000);
+    // A bad value is reported as such, not as a breach of the relation.
+    expect(() => parseConfig({ EVENTS_LEASE_SECONDS: 'soon' })).toThrow(
+      /^invalid configuration: EVENTS_LEASE_SECONDS must be/,
+    );
+  });
+
   it('never LISTENs through a transaction pooler: only on DATABASE_LISTEN_URL, else the outbox is polled', () => {
     const pooler = 'postgres://app@pgbouncer:6432/reviews';
     const direct = 'postgres://app@db:5432/reviews';

@@ -67,16 +67,27 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Pr
 }
 
 /**
- * Polls `url` until it answers (any status) or `timeoutMs` passes; returns the last response. The
- * bound is generous: a daemon on the embedded database starts in seconds, but two test workers on
- * two cores can stretch that several times.
+ * Polls `url` until it answers (any status) with `run` no longer saying it is starting, or
+ * `timeoutMs` passes; returns that response. The bound is generous: a daemon on the embedded
+ * database starts in seconds, but two test workers on two cores can stretch that several times.
  */
 export async function waitForHttp(url: string, timeoutMs = 45_000): Promise<Response> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
     try {
-      return await fetch(url);
+      const res = await fetch(url);
+      // `run`'s admin server answers while it starts (liveness): wait for the daemon to be up.
+      const body: unknown = res.headers.get('content-type')?.includes('json')
+        ? await res
+            .clone()
+            .json()
+            .catch(() => undefined)
+        : undefined;
+      if ((body as { status?: unknown } | undefined)?.status !== 'starting') return res;
+      await res.body?.cancel();
+      lastError = `still starting: ${JSON.stringify(body)}`;
+      await new Promise((r) => setTimeout(r, 100));
     } catch (error) {
       lastError = error;
       await new Promise((r) => setTimeout(r, 100));

@@ -1,0 +1,121 @@
+import type { Gauge } from 'prom-client';
+import type { Db } from '../db/connect.js';
+import { describeError } from '../errors.js';
+import { JOB } from '../jobs/jobNames.js';
+import { readLastSuccesses } from '../jobs/lastSuccessSql.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import { readCheckpoint } from '../pull/syncStateSql.js';
+
+/** The jobs whose successful run is a walk that reached its end (what `lastCompleteWalk` counts). */
+const WALK_JOBS: readonly string[] = [JOB.reviews, JOB.reconcile, JOB.locations, JOB.professionals];
+
+/**
+ * How often every replica reads the freshness gauges from the mirror: the age they give is off
+ * by at most this (plus a scrape interval), much less than what the alerts look for (30 minutes).
+ */
+export const MIRROR_GAUGES_REFRESH_MS = 10_000;
+
+export interface MirrorGaugesDeps {
+  readonly db: Db;
+  readonly log: Logger;
+  readonly metrics: Pick<Metrics, 'newestReview' | 'lastCompleteWalk' | 'jobLastSuccess'>;
+}
+
+/**
+ * The freshness gauges as the mirror says, on every replica. Only the replica holding a job's
+ * lease runs it and sets them in passing; the others (and any replica after a restart) would
+ * export 0, "56 years old", or nothing. They are read from the database at start-up and then on
+ * a timer, never at scrape time: a scrape answers at once from the last values, also while the
+ * database is down. A value never moves back: a job of this process may have set a newer one than
+ * a read that was under way.
+ */
+export class MirrorGauges {
+  #timer: NodeJS.Timeout | undefined;
+  #reading: Promise<boolean> | undefined;
+  #failing = false;
+
+  constructor(
+    private readonly deps: MirrorGaugesDeps,
+    private readonly everyMs = MIRROR_GAUGES_REFRESH_MS,
+  ) {}
+
+  /**
+   * Reads the mirror once; resolves whether it could (never rejects). At most one read is under
+   * way: a database that hangs holds one connection, not one more per tick.
+   */
+  refresh(): Promise<boolean> {
+    this.#reading ??= this.#read().finally(() => {
+      this.#reading = undefined;
+    });
+    return this.#reading;
+  }
+
+  /** `refresh`, waited for at most `boundMs` (start-up goes on without it; the timer retries). */
+  async refreshWithin(boundMs: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), boundMs);
+    });
+    try {
+      return await Promise.race([this.refresh(), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  start(): void {
+    this.#timer ??= setInterval(() => void this.refresh(), this.everyMs);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  async #read(): Promise<boolean> {
+    const { db, log, metrics } = this.deps;
+    try {
+      const [checkpoint, successes] = await Promise.all([
+        readCheckpoint(db.knex, db, JOB.reviews),
+        readLastSuccesses(db.knex, db, Object.values(JOB)),
+      ]);
+      // The review sync sets it from the same watermark when its walk completes.
+      if (checkpoint.watermark !== null) {
+        await raise(metrics.newestReview, {}, new Date(checkpoint.watermark).getTime() / 1000);
+      }
+      for (const [job, at] of successes) {
+        const seconds = at.getTime() / 1000;
+        await raise(metrics.jobLastSuccess, { sync_job: job }, seconds);
+        if (WALK_JOBS.includes(job)) await raise(metrics.lastCompleteWalk, { sync_job: job }, seconds);
+      }
+      if (this.#failing) log.info('freshness gauges read from the database again');
+      this.#failing = false;
+      return true;
+    } catch (error) {
+      // Said once per outage: the gauges keep their last values meanwhile.
+      if (!this.#failing) {
+        log.warn(
+          { err: describeError(error) },
+          'freshness gauges not read from the database; they keep their last values',
+        );
+      }
+      this.#failing = true;
+      return false;
+    }
+  }
+}
+
+/** Sets `labels` of `gauge` to `seconds` unless it already holds a later time. */
+async function raise<L extends string>(
+  gauge: Gauge<L>,
+  labels: Partial<Record<L, string>>,
+  seconds: number,
+): Promise<void> {
+  const wanted = Object.entries(labels);
+  const current = (await gauge.get()).values.find((v) =>
+    wanted.every(([name, value]) => (v.labels as Record<string, unknown>)[name] === value),
+  );
+  if (current === undefined || current.value < seconds) gauge.set(labels, seconds);
+}

@@ -1,0 +1,123 @@
+import { rm } from 'node:fs/promises';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseMetricsText } from '../../bench/metricsText.js';
+import { openDb } from '../../src/db/connect.js';
+import { CliProcess, runCli, waitForHttp } from '../helpers/cli.js';
+import { type DaemonSetup, daemonSetup } from '../helpers/daemon.js';
+import { dropSchema, POSTGRES_URL } from '../helpers/db.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { startTcpProxy } from '../helpers/tcpProxy.js';
+import { waitFor } from '../helpers/wait.js';
+
+const NEWEST = 'review_mirror_newest_review_timestamp_seconds';
+const walk = (job: string) => `review_mirror_last_complete_walk_timestamp_seconds{sync_job="${job}"}`;
+const success = (job: string) => `review_mirror_job_last_success_timestamp_seconds{sync_job="${job}"}`;
+
+/**
+ * A replica that runs no job (another one holds the leases, or it has just restarted) still
+ * reports how fresh the mirror is, from the mirror: not 0 (an age of 56 years on a dashboard) and
+ * not nothing. Here the walks are done by one-shot `sync` processes, as another replica's jobs
+ * would be, and the `run` replica has every schedule off.
+ */
+describe('freshness gauges of a replica that has run no job', () => {
+  let sandbox: TestSandbox | undefined;
+  let setup: DaemonSetup | undefined;
+  afterAll(async () => {
+    await sandbox?.close();
+    if (setup === undefined) return;
+    await dropSchema(setup.schema, POSTGRES_URL);
+    await rm(setup.dataDir, { recursive: true, force: true });
+  });
+
+  it('reports the mirror’s values from start-up, follows walks done elsewhere, and scrapes at once with the database hung', {
+    timeout: 120_000,
+  }, async () => {
+    sandbox = await testSandbox({ seedReviews: 30, seed: 23 });
+    const proxy = await startTcpProxy();
+    setup = await daemonSetup(sandbox, {
+      DATABASE_URL: POSTGRES_URL,
+      SYNC_REVIEWS_CRON: 'off',
+      SYNC_DIRECTORY_CRON: 'off',
+      SYNC_RECONCILE_CRON: 'off',
+      WEBHOOK_HEALTH_CRON: 'off',
+      SHUTDOWN_GRACE_SECONDS: '2',
+    });
+    const { env, adminPort } = setup;
+    const mirror = async () => {
+      const db = await openDb({ url: POSTGRES_URL, schema: setup!.schema, poolMax: 1, dataDir: undefined });
+      try {
+        const state = await db.knex(db.table('sync_state')).where({ job: 'reviews' }).first();
+        const runs: Array<{ job: string; at: Date }> = await db
+          .knex(db.table('sync_runs'))
+          .where({ outcome: 'success' })
+          .groupBy('job')
+          .select('job', db.knex.raw('max(finished_at) as at'));
+        return {
+          watermark: (state.watermark as Date).getTime() / 1000,
+          finished: new Map(runs.map((r) => [r.job, new Date(r.at).getTime() / 1000])),
+        };
+      } finally {
+        await db.close();
+      }
+    };
+    const scrape = async () => {
+      const res = await fetch(`http://127.0.0.1:${adminPort}/metrics`, {
+        signal: AbortSignal.timeout(1_000),
+      });
+      expect(res.status).toBe(200);
+      return parseMetricsText(await res.text());
+    };
+
+    for (const target of ['reviews', 'locations', 'professionals']) {
+      const result = await runCli(['sync', target], env);
+      expect(result.code, result.stderr).toBe(0);
+    }
+    const before = await mirror();
+
+    // Through a proxy, so that its database can hang later.
+    const daemon = new CliProcess(['run'], {
+      ...env,
+      DATABASE_URL: proxy.url(new URL(POSTGRES_URL).pathname.slice(1)),
+    });
+    try {
+      expect((await waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, 60_000)).status).toBe(200);
+      const started = await scrape();
+      // It ran nothing itself.
+      expect(started.get('review_mirror_job_runs_total{sync_job="reviews",outcome="success"}')).toBe(0);
+      expect(started.get(NEWEST)).toBeCloseTo(before.watermark, 2);
+      for (const job of ['reviews', 'locations', 'professionals']) {
+        expect(started.get(walk(job)), job).toBeCloseTo(before.finished.get(job)!, 2);
+        expect(started.get(success(job)), job).toBeCloseTo(before.finished.get(job)!, 2);
+      }
+      expect(started.has(walk('reviews:reconcile'))).toBe(false); // never walked: no value, not 0
+
+      // Another process walks the feed, now with a newer review: this replica follows.
+      await sandbox.control.submitReviews(sandbox.companyId, [{ comment: 'newer than the rest' }]);
+      expect((await runCli(['sync', 'reviews'], env)).code).toBe(0);
+      const after = await mirror();
+      expect(after.watermark).toBeGreaterThan(before.watermark);
+      const followed = await waitFor(async () => {
+        const samples = await scrape();
+        return samples.get(walk('reviews')) === before.finished.get('reviews') ? undefined : samples;
+      }, 30_000);
+      expect(followed.get(walk('reviews'))).toBeCloseTo(after.finished.get('reviews')!, 2);
+      expect(followed.get(NEWEST)).toBeCloseTo(after.watermark, 2);
+
+      // The database hangs: a scrape still answers at once, with the last values.
+      proxy.freeze();
+      await new Promise((resolve) => setTimeout(resolve, 12_000)); // past a refresh that now hangs
+      const scrapedAt = Date.now();
+      const hung = await scrape();
+      expect(Date.now() - scrapedAt).toBeLessThan(500);
+      expect(hung.get(NEWEST)).toBeCloseTo(after.watermark, 2);
+      expect(hung.get(walk('reviews'))).toBeCloseTo(after.finished.get('reviews')!, 2);
+      proxy.heal();
+      daemon.kill('SIGTERM');
+      const result = await daemon.exited;
+      expect(result.code, result.stdout).toBe(0);
+    } finally {
+      daemon.kill('SIGKILL');
+      await proxy.close();
+    }
+  });
+});
