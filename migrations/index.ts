@@ -12,6 +12,7 @@ import * as eventsOutbox from './011_events_outbox.js';
 import * as jobLeases from './012_job_leases.js';
 import * as directoryQuarantine from './013_directory_quarantine.js';
 import * as eventKeysGate from './014_event_keys_gate.js';
+import * as eventLapsesAndBounds from './015_event_lapses_and_bounds.js';
 
 export interface Migration {
   readonly name: string;
@@ -33,4 +34,5 @@ export const migrations: readonly Migration[] = [
   { name: '012_job_leases', up: jobLeases.up },
   { name: '013_directory_quarantine', up: directoryQuarantine.up },
   { name: '014_event_keys_gate', up: eventKeysGate.up },
+  { name: '015_event_lapses_and_bounds', up: eventLapsesAndBounds.up },
 ];

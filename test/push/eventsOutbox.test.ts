@@ -135,16 +135,17 @@ describe('the events outbox', () => {
       );
       await writeFile(
         file,
-        // The last row's metadata escapes U+0000, which jsonb cannot hold: refused alone, not the file.
-        `event_id,email,event_type,metadata\n${rows.join('\n')}\n,nokey@example.com,appointment.completed,\nev-bad,someone@example.com,not a type,\nev-nul,nul@example.com,appointment.completed,"{""k"":""\\u0000""}"\nev-cut,cut@example.com,appointment.completed,"{""\\ud83d"":1}"\n`,
+        // The last rows' metadata jsonb cannot hold (U+0000, half a character) or is over 16 KiB:
+        // each refused alone, not the file.
+        `event_id,email,event_type,metadata\n${rows.join('\n')}\n,nokey@example.com,appointment.completed,\nev-bad,someone@example.com,not a type,\nev-nul,nul@example.com,appointment.completed,"{""k"":""\\u0000""}"\nev-cut,cut@example.com,appointment.completed,"{""\\ud83d"":1}"\nev-big,big@example.com,appointment.completed,"{""k"":""${'x'.repeat(17_000)}""}"\n`,
       );
       for (let drop = 0; drop < 3; drop++) {
         const pushed = await runCli(['events', 'push', file], env);
         expect(pushed.code).toBe(0);
         expect(pushed.stdout).toContain(
           drop === 0
-            ? 'read=54 enqueued=50 already_known=0 rejected=4'
-            : 'read=54 enqueued=0 already_known=50 rejected=4',
+            ? 'read=55 enqueued=50 already_known=0 rejected=5'
+            : 'read=55 enqueued=0 already_known=50 rejected=5',
         );
         const flushed = await runCli(['events', 'flush'], env);
         expect(flushed.stdout).toContain(`sent=${drop === 0 ? 50 : 0} retried=0 failed=0`);
@@ -157,6 +158,7 @@ describe('the events outbox', () => {
         '53,event_type,must be a dotted name such as matter.closed,',
         '54,metadata,"holds a NUL character (U+0000), which cannot be stored",',
         '55,metadata,"holds half of a character (a lone UTF-16 surrogate), which cannot be stored",',
+        '56,metadata,"is 17009 bytes of JSON, more than 16384 (16 KiB): send what the campaign needs (ids, names, a date), not documents",',
       ]);
     });
 
@@ -237,6 +239,54 @@ describe('the events outbox', () => {
       expect(status.stdout).toMatch(/failed 1, parked 0/);
       const nothing = await runCli(['events', 'retry', 'no-such-key'], env);
       expect(nothing.stderr).toBe('review-mirror: events retry: no event has the key no-such-key\n');
+    });
+
+    it('fails a poison event whose worker dies on it every time, once its lapsed claims use up EVENTS_MAX_ATTEMPTS', {
+      timeout: 60_000,
+    }, async () => {
+      // On the server whatever the suite's mode: the embedded database is not for SIGKILLed writers.
+      const poisonSchema = uniqueSchema('evpoison');
+      schemas.push(poisonSchema);
+      const poisonEnv = {
+        ...env,
+        DATABASE_URL: POSTGRES,
+        DB_SCHEMA: poisonSchema,
+        EVENTS_LEASE_SECONDS: '2',
+        API_REQUEST_TIMEOUT_SECONDS: '1',
+        EVENTS_MAX_ATTEMPTS: '3',
+      };
+      const sent = await runCli(
+        ['events', 'send', '--key', 'poison', '--email', 'poison@example.com', '--type', 'matter.closed'],
+        poisonEnv,
+      );
+      expect(sent.stdout).toBe('enqueued poison\n');
+      const posts = async () =>
+        (await sandbox.control.requests()).by_route['POST /api/v1/partner/events']?.hang ?? 0;
+      await sandbox.control.setFaults({ partner: { hang: 1, routes: ['/api/v1/partner/events'] } });
+      try {
+        const before = await posts();
+        // The event kills its worker mid-request, three times: each claim lapses unanswered.
+        for (let killed = 1; killed <= 3; killed++) {
+          const worker = new CliProcess(['events', 'flush'], poisonEnv);
+          await waitFor(async () => (await posts()) === before + killed, 15_000, 5);
+          worker.kill('SIGKILL');
+          await worker.exited;
+          await sleep(2_500);
+        }
+        // The next worker takes the last claim back with every attempt used: it sends it no more.
+        const flushed = await runCli(['events', 'flush'], poisonEnv);
+        expect(flushed.stdout).toContain('sent=0 retried=0 failed=1 parked=0');
+        expect(await posts()).toBe(before + 3);
+      } finally {
+        await sandbox.control.setFaults({});
+      }
+      const [row] = JSON.parse((await runCli(['events', 'list', '--json'], poisonEnv)).stdout) as Array<{
+        state: string;
+        attempts: number;
+        last_error: string;
+      }>;
+      expect(row).toMatchObject({ state: 'failed', attempts: 3 });
+      expect(row!.last_error).toMatch(/claims lapsed 3 times/);
     });
 
     it('fires a CRM rule once per contact and value, not again when the export is imported again', async () => {

@@ -1,5 +1,8 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
+import { toNewEvent } from '../../src/push/events/eventInput.js';
+import { jsonTextBytes, METADATA_MAX_BYTES } from '../../src/push/events/metadataSize.js';
 import {
   claimDueEvents,
   enqueueEvents,
@@ -23,6 +26,13 @@ describe('outbox SQL', () => {
     await db?.close();
   });
   const outbox = () => db.knex(db.table('events_outbox'));
+  const RETRY = { unknownOutcome: 'retry', maxAttempts: 10 } as const;
+  /** A worker that claims the due events and dies: its claims lapse at once. */
+  const claimAndDie = async () => {
+    const claimed = await claimDueEvents(db.knex, db, 'doomed-worker', 10, 1);
+    await sleep(5);
+    return claimed;
+  };
 
   it('claims disjoint rows for two workers, each claim leased and counted as an attempt', async () => {
     expect(
@@ -102,7 +112,7 @@ describe('outbox SQL', () => {
     await outbox()
       .where({ idempotency_key: 'c3' })
       .update({ lease_expires_at: db.knex.raw("now() - interval '1 second'") });
-    expect(await releaseExpiredClaims(db.knex, db, 'retry')).toBe(1);
+    expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({ retried: 1, failed: 0, parked: 0 });
     expect(await outbox().where({ idempotency_key: 'c3' }).first()).toMatchObject({
       state: 'pending',
       possible_duplicate: true,
@@ -112,8 +122,191 @@ describe('outbox SQL', () => {
     await outbox()
       .where({ idempotency_key: 'p1' })
       .update({ lease_expires_at: db.knex.raw("now() - interval '1 second'") });
-    expect(await releaseExpiredClaims(db.knex, db, 'park')).toBe(1);
+    expect(await releaseExpiredClaims(db.knex, db, { ...RETRY, unknownOutcome: 'park' })).toEqual({
+      retried: 0,
+      failed: 0,
+      parked: 1,
+    });
     expect(await outbox().where({ idempotency_key: 'p1' }).first()).toMatchObject({ state: 'parked' });
+  });
+
+  it('fails an event whose claims keep lapsing once its attempts are used, each attempt counted once', async () => {
+    const policy = { unknownOutcome: 'retry', maxAttempts: 3 } as const;
+    await enqueueEvents(db.knex, db, [newEvent('poison')]);
+    // A first attempt answered (a 500), counted when it was claimed.
+    const [first] = await claimDueEvents(db.knex, db, 'worker-e', 1, 60_000);
+    await recordDecisions(db.knex, db, 'worker-e', [
+      {
+        id: first!.id,
+        state: 'pending',
+        delayMs: 0,
+        error: '500',
+        possibleDuplicate: false,
+        refund: false,
+        platformId: null,
+        platformStatus: null,
+      },
+    ]);
+    const poison = () => outbox().where({ idempotency_key: 'poison' }).first();
+    // Then it kills every worker that claims it.
+    expect((await claimAndDie()).map((e) => [e.key, e.attempts])).toEqual([['poison', 2]]);
+    expect(await releaseExpiredClaims(db.knex, db, policy)).toEqual({ retried: 1, failed: 0, parked: 0 });
+    expect(await poison()).toMatchObject({
+      state: 'pending',
+      attempts: 2,
+      lapsed_claims: 1,
+      possible_duplicate: true,
+    });
+    expect((await poison()).last_error).toBe(
+      'the worker that claimed it stopped before recording the answer: outcome unknown (its claims lapsed 1 time)',
+    );
+    expect((await claimAndDie()).map((e) => e.attempts)).toEqual([3]);
+    expect(await releaseExpiredClaims(db.knex, db, policy)).toEqual({ retried: 0, failed: 1, parked: 0 });
+    expect(await poison()).toMatchObject({
+      state: 'failed',
+      attempts: 3,
+      lapsed_claims: 2,
+      claimed_by: null,
+    });
+    expect((await poison()).last_error).toBe(
+      'its claims lapsed 2 times with no answer recorded (its worker died, hung or was cut off each time), and 3 of EVENTS_MAX_ATTEMPTS (3) are used: not sent again',
+    );
+    expect(await claimAndDie()).toEqual([]);
+    // An operator's retry gives it one more attempt, no more.
+    await outbox().where({ idempotency_key: 'poison' }).update({ state: 'pending', last_error: null });
+    expect((await claimAndDie()).map((e) => e.attempts)).toEqual([4]);
+    expect(await releaseExpiredClaims(db.knex, db, policy)).toEqual({ retried: 0, failed: 1, parked: 0 });
+    await outbox().where({ idempotency_key: 'poison' }).del();
+  });
+
+  it("spaces a dead worker's lapsed claims, so the next claim takes one of them, not all", async () => {
+    const keys = ['queued-1', 'queued-2', 'queued-3'];
+    await enqueueEvents(
+      db.knex,
+      db,
+      keys.map((k) => newEvent(k)),
+    );
+    expect((await claimAndDie()).map((e) => e.key)).toEqual(keys);
+    expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({ retried: 3, failed: 0, parked: 0 });
+    const { rows } = (await db.knex.raw(
+      `select idempotency_key, extract(epoch from next_attempt_at - now())::float8 as due_in
+         from ?? where idempotency_key = any(?) order by id`,
+      [db.table('events_outbox'), keys],
+    )) as { rows: Array<{ idempotency_key: string; due_in: number }> };
+    expect(rows.map((r) => Math.max(0, Math.round(r.due_in)))).toEqual([0, 2, 4]);
+    // The next claim finds one of them due, not the three that fell together.
+    expect((await claimDueEvents(db.knex, db, 'worker-f', 10, 60_000)).map((e) => e.key)).toEqual([
+      'queued-1',
+    ]);
+    await outbox().whereIn('idempotency_key', keys).del();
+  });
+
+  it('parks a lapsed claim under park whatever its attempts, as before', async () => {
+    await enqueueEvents(db.knex, db, [newEvent('poison-park')]);
+    await outbox().where({ idempotency_key: 'poison-park' }).update({ attempts: 5 });
+    await claimAndDie();
+    expect(await releaseExpiredClaims(db.knex, db, { unknownOutcome: 'park', maxAttempts: 3 })).toEqual({
+      retried: 0,
+      failed: 0,
+      parked: 1,
+    });
+    expect(await outbox().where({ idempotency_key: 'poison-park' }).first()).toMatchObject({
+      state: 'parked',
+      attempts: 6,
+      lapsed_claims: 1,
+      possible_duplicate: false,
+    });
+    await outbox().where({ idempotency_key: 'poison-park' }).del();
+  });
+
+  const enqueueViaSql = (email: string, type: string, key: string, metadata: unknown) =>
+    db.knex.raw('select ??(?, ?, ?, ?::jsonb) as enqueued', [
+      `${db.schema}.enqueue_event`,
+      email,
+      type,
+      key,
+      metadata === undefined ? null : JSON.stringify(metadata),
+    ]);
+  /** Metadata of exactly `bytes` bytes as jsonb text: `{"pad": "xx…"}` is 11 bytes and the x's. */
+  const metadataOf = (bytes: number) => ({ pad: 'x'.repeat(bytes - 11) });
+
+  it('enqueue_event refuses metadata over 16 KiB, naming the key and the size, and enqueues it up to the bound', async () => {
+    expect(jsonTextBytes(metadataOf(METADATA_MAX_BYTES))).toBe(16_384);
+    const over = enqueueViaSql('big@example.com', 'matter.closed', 'big-1', metadataOf(5_000_000));
+    await expect(over).rejects.toThrow(
+      'enqueue_event: metadata of key big-1 is 5000000 bytes of JSON, more than 16384 (16 KiB)',
+    );
+    await expect(
+      enqueueViaSql('big@example.com', 'matter.closed', 'big-2', metadataOf(METADATA_MAX_BYTES + 1)),
+    ).rejects.toThrow('metadata of key big-2 is 16385 bytes of JSON');
+    expect(
+      (await enqueueViaSql('big@example.com', 'matter.closed', 'big-3', metadataOf(METADATA_MAX_BYTES)))
+        .rows[0].enqueued,
+    ).toBe(true);
+    // Nothing of a refused call stays behind: its key may be enqueued with smaller metadata.
+    expect(
+      (await enqueueViaSql('big@example.com', 'matter.closed', 'big-1', { id: 1 })).rows[0].enqueued,
+    ).toBe(true);
+    expect(
+      await outbox().whereIn('idempotency_key', ['big-1', 'big-2', 'big-3']).pluck('idempotency_key'),
+    ).toEqual(expect.arrayContaining(['big-1', 'big-3']));
+    expect(await outbox().where({ idempotency_key: 'big-2' }).first()).toBeUndefined();
+    await outbox().whereIn('idempotency_key', ['big-1', 'big-3']).del();
+  });
+
+  it('enqueue_event refuses an over-long email or event type by its length, without echoing the value', async () => {
+    const long = `${'a'.repeat(1_000_000)}@example.com`;
+    const error = await enqueueViaSql(long, 'matter.closed', 'long-1', undefined).catch((e: Error) => e);
+    expect(String(error)).toContain('enqueue_event: email must be at most 320 characters, got 1000012');
+    expect(String(error).length).toBeLessThan(1_000);
+    const type = await enqueueViaSql('ana@example.com', 'a'.repeat(300), 'long-2', undefined).catch(
+      (e: Error) => e,
+    );
+    expect(String(type)).toContain('enqueue_event: event_type must be at most 200 characters, got 300');
+    // The other answers are as before.
+    await expect(enqueueViaSql('ana@example', 'matter.closed', 'long-3', undefined)).rejects.toThrow(
+      'enqueue_event: email must be an email address, got ana@example',
+    );
+  });
+
+  it('files and the CLI refuse metadata by the same size as enqueue_event, byte for byte', async () => {
+    const samples: unknown[] = [
+      {},
+      { a: [] },
+      { id: 1234, name: 'Ana Løvås 🎉', tags: ['a', 'b', { c: null, d: true, e: false }] },
+      { text: 'line\nbreak\ttab "quoted" back\\slash \u0001 \u001f \u007f \u2028 / <>' },
+      { big: 1e21, bigger: 1.2345e25, negative: -2.5e30, small: 1e-7, smaller: 1.5e-7, tiny: -2.5e-9 },
+      {
+        plain: 123.456,
+        zero: 0,
+        minus: -0,
+        fraction: 0.1 + 0.2,
+        max: Number.MAX_SAFE_INTEGER,
+        huge: 1.7976931348623157e308,
+      },
+      { nested: { deeper: { deepest: [[1, 2], [], [{}]] } } },
+    ];
+    for (const sample of samples) {
+      const { rows } = await db.knex.raw('select octet_length(?::jsonb::text) as n', [
+        JSON.stringify(sample),
+      ]);
+      expect(jsonTextBytes(sample), JSON.stringify(sample)).toBe(Number(rows[0].n));
+    }
+    const fields = (metadata: unknown) => ({
+      key: 'k',
+      email: 'ana@example.com',
+      event_type: 'matter.closed',
+      metadata,
+    });
+    expect(toNewEvent(fields(JSON.stringify(metadataOf(METADATA_MAX_BYTES))), 'file')).toHaveProperty(
+      'key',
+      'k',
+    );
+    expect(toNewEvent(fields(JSON.stringify(metadataOf(METADATA_MAX_BYTES + 1))), 'file')).toEqual({
+      field: 'metadata',
+      reason:
+        'is 16385 bytes of JSON, more than 16384 (16 KiB): send what the campaign needs (ids, names, a date), not documents',
+    });
   });
 
   it('prunes sent rows after the retention, still refusing their keys until the key retention ends', async () => {

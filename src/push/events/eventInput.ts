@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { unstorableReasonIn } from '../../db/storableText.js';
+import { UUID_FORMAT } from '../../partner-api/uuidText.js';
 import type { FileRecord, RowError } from '../readRecords.js';
+import { jsonTextBytes, METADATA_MAX_BYTES } from './metadataSize.js';
 import type { NewEvent } from './outboxSql.js';
 
 /** The platform's own rule for event names (dotted, e.g. `matter.closed`). */
@@ -20,7 +22,7 @@ const eventSchema = z
       .min(1, 'is missing')
       .max(200, 'must be at most 200 characters')
       .regex(EVENT_TYPE, 'must be a dotted name such as matter.closed'),
-    professional_id: z.preprocess(blankToNull, z.uuid({ error: 'is not a UUID' }).nullable()),
+    professional_id: z.preprocess(blankToNull, z.string().regex(UUID_FORMAT, 'is not a UUID').nullable()),
     metadata: z.preprocess(
       (v) => {
         const blank = blankToNull(v);
@@ -36,6 +38,13 @@ const eventSchema = z
         .superRefine((m, ctx) => {
           const reason = unstorableReasonIn(m);
           if (reason !== undefined) ctx.addIssue({ code: 'custom', message: reason });
+          const bytes = jsonTextBytes(m);
+          if (bytes > METADATA_MAX_BYTES) {
+            ctx.addIssue({
+              code: 'custom',
+              message: `is ${bytes} bytes of JSON, more than ${METADATA_MAX_BYTES} (16 KiB): send what the campaign needs (ids, names, a date), not documents`,
+            });
+          }
         })
         .nullable(),
     ),

@@ -159,13 +159,13 @@ export class OutboxSender {
     let housekeepingAt = performance.now() + housekeepingEveryMs;
     let broken: unknown;
     try {
-      await releaseExpiredClaims(db.knex, db, this.options.policy.unknownOutcome);
+      await this.#takeBackLapsed(counts);
       for (;;) {
         if (broken !== undefined) throw broken;
         if (this.#writeFailure !== undefined) throw this.#takeWriteFailure();
         if (stop?.aborted) break;
         if (performance.now() >= housekeepingAt) {
-          await this.#housekeep(waiting, housekeeping);
+          await this.#housekeep(waiting, counts, housekeeping);
           housekeepingAt = performance.now() + housekeepingEveryMs;
         }
         // Claim only what can start soon (a claim is a lease on someone else's patience), and in
@@ -215,10 +215,14 @@ export class OutboxSender {
    * a steady inflow never ends, and they would stay `sending` for ever), this drain's claims still
    * waiting for a slot are renewed, and the caller's own housekeeping runs.
    */
-  async #housekeep(waiting: ReadonlyMap<number, Claim>, housekeeping?: () => Promise<void>): Promise<void> {
+  async #housekeep(
+    waiting: ReadonlyMap<number, Claim>,
+    counts: DrainCounts,
+    housekeeping?: () => Promise<void>,
+  ): Promise<void> {
     const { db } = this.deps;
     const { leaseMs, worker } = this.options;
-    await releaseExpiredClaims(db.knex, db, this.options.policy.unknownOutcome);
+    await this.#takeBackLapsed(counts);
     const renewedAt = performance.now();
     const stale = [...waiting.values()].filter((c) => this.#needsRenewal(c.heldUntil, renewedAt));
     if (stale.length > 0) {
@@ -232,6 +236,23 @@ export class OutboxSender {
       for (const claim of stale) if (held.has(claim.event.id)) claim.heldUntil = renewedAt + leaseMs;
     }
     await housekeeping?.();
+  }
+
+  /**
+   * Takes back the claims whose lease ran out, counted like the outcomes of this drain's own
+   * attempts: an event failed because its claims kept lapsing must show in the failed count.
+   */
+  async #takeBackLapsed(counts: DrainCounts): Promise<void> {
+    const { db, metrics } = this.deps;
+    const released = await releaseExpiredClaims(db.knex, db, this.options.policy);
+    counts.retried += released.retried;
+    counts.possibleDuplicates += released.retried;
+    counts.failed += released.failed;
+    counts.parked += released.parked;
+    for (const outcome of ['retried', 'failed', 'parked'] as const) {
+      if (released[outcome] > 0) metrics?.events.inc({ outcome }, released[outcome]);
+    }
+    if (released.retried > 0) metrics?.events.inc({ outcome: 'possible_duplicate' }, released.retried);
   }
 
   #needsRenewal(heldUntil: number, now: number): boolean {

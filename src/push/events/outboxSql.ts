@@ -1,5 +1,5 @@
 import { preparedRaw, type Queryable, type Tables } from '../../db/queryable.js';
-import type { UnknownOutcomePolicy } from './sendPolicy.js';
+import type { SendPolicy } from './sendPolicy.js';
 
 /** An event to enqueue, validated. */
 export interface NewEvent {
@@ -158,26 +158,79 @@ export async function renewClaims(
 }
 
 /**
+ * How far apart the lapsed claims of one release fall due: longer than a send usually takes, so
+ * the one before has been answered (or has killed its worker) before the next is claimed.
+ */
+const LAPSE_SPACING_SECONDS = 2;
+
+/** What taking back the lapsed claims did, by the events' next state. */
+export interface ReleasedClaims {
+  /** Due again, flagged possible duplicates (`retry`). */
+  readonly retried: number;
+  /** Every attempt used (`retry`): not sent again. */
+  readonly failed: number;
+  /** Left for an operator (`park`). */
+  readonly parked: number;
+}
+
+/**
  * Claims whose lease ran out: their worker died or hung after claiming, so whether the platform
  * received the event is unknown. Under `retry` they are sent again and marked as possible
- * duplicates; under `park` they wait for an operator.
+ * duplicates, as after a lost answer, until their attempts are used up: the lapsed claim was
+ * counted when it was made, and an event that kills every worker that sends it (a poison event)
+ * would otherwise be claimed for ever. Under `park` they wait for an operator.
  */
 export async function releaseExpiredClaims(
   q: Queryable,
   db: Tables,
-  policy: UnknownOutcomePolicy,
-): Promise<number> {
-  return q(db.table('events_outbox'))
-    .where({ state: 'sending' })
-    .andWhere('lease_expires_at', '<', q.fn.now())
-    .update({
-      state: policy === 'park' ? 'parked' : 'pending',
-      possible_duplicate: policy === 'retry' ? true : q.raw('possible_duplicate'),
-      next_attempt_at: q.fn.now(),
-      claimed_by: null,
-      lease_expires_at: null,
-      last_error: 'the worker that claimed it stopped before recording the answer: outcome unknown',
-    });
+  policy: Pick<SendPolicy, 'unknownOutcome' | 'maxAttempts'>,
+): Promise<ReleasedClaims> {
+  const park = policy.unknownOutcome === 'park';
+  const { maxAttempts } = policy;
+  const lapses = `case when lapsed_claims = 0 then '1 time' else (lapsed_claims + 1) || ' times' end`;
+  // The events one dead worker held fall due one after another, LAPSE_SPACING_SECONDS apart, not
+  // together: a poison event is then claimed again on its own, and the events that were only
+  // queued behind it in the same worker are not lapsed with it again and again until their
+  // attempts run out too. The row locks are skipped, and the update checks the row again: a
+  // replica taking the same claims back at the same moment, or their worker recording its answer
+  // just in time, leaves it nothing to change.
+  const { rows } = (await q.raw(
+    `with lapsed as (
+       select id, claimed_by from ?? where state = 'sending' and lease_expires_at < now()
+        for update skip locked
+     ), placed as (
+       select id, row_number() over (partition by claimed_by order by id) - 1 as place from lapsed
+     )
+     update ?? o
+        set state = case when ? then 'parked' when attempts >= ? then 'failed' else 'pending' end,
+            possible_duplicate = possible_duplicate or (not ? and attempts < ?),
+            lapsed_claims = lapsed_claims + 1,
+            next_attempt_at = now() + make_interval(secs => placed.place * ?),
+            claimed_by = null,
+            lease_expires_at = null,
+            last_error = case when not ? and attempts >= ?
+              then format('its claims lapsed %s with no answer recorded (its worker died, hung or was cut off each time), and %s of EVENTS_MAX_ATTEMPTS (%s) are used: not sent again',
+                          ${lapses}, attempts, ?::int)
+              else format('the worker that claimed it stopped before recording the answer: outcome unknown (its claims lapsed %s)',
+                          ${lapses}) end
+       from placed
+      where o.id = placed.id and o.state = 'sending' and o.lease_expires_at < now()
+      returning o.state`,
+    [
+      db.table('events_outbox'),
+      db.table('events_outbox'),
+      park,
+      maxAttempts,
+      park,
+      maxAttempts,
+      LAPSE_SPACING_SECONDS,
+      park,
+      maxAttempts,
+      maxAttempts,
+    ],
+  )) as { rows: Array<{ state: 'pending' | 'failed' | 'parked' }> };
+  const count = (state: string) => rows.filter((r) => r.state === state).length;
+  return { retried: count('pending'), failed: count('failed'), parked: count('parked') };
 }
 
 /** Claims of `worker` that were never sent (a shutdown): back to pending, the attempt not counted. */
