@@ -13,6 +13,7 @@ import * as jobLeases from './012_job_leases.js';
 import * as directoryQuarantine from './013_directory_quarantine.js';
 import * as eventKeysGate from './014_event_keys_gate.js';
 import * as eventLapsesAndBounds from './015_event_lapses_and_bounds.js';
+import * as contactUnavailableStreak from './016_contact_unavailable_streak.js';
 
 export interface Migration {
   readonly name: string;
@@ -35,4 +36,5 @@ export const migrations: readonly Migration[] = [
   { name: '013_directory_quarantine', up: directoryQuarantine.up },
   { name: '014_event_keys_gate', up: eventKeysGate.up },
   { name: '015_event_lapses_and_bounds', up: eventLapsesAndBounds.up },
+  { name: '016_contact_unavailable_streak', up: contactUnavailableStreak.up },
 ];

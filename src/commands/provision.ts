@@ -3,10 +3,11 @@ import { Command } from 'commander';
 import { requireApi } from '../config/schema.js';
 import { commandAction, withDb } from '../context.js';
 import { migrate } from '../db/migrate.js';
+import { describeError } from '../errors.js';
 import { JOB } from '../jobs/jobNames.js';
 import { runJob } from '../jobs/runner.js';
 import { makePartnerApi, partnerApiOptions } from '../partner-api/client.js';
-import { type ProvisionResult, provision } from '../push/provision/provision.js';
+import { type ProvisionResult, plannedResults, provision } from '../push/provision/provision.js';
 import { parseProvisionFile } from '../push/provision/provisionFile.js';
 import { formatProvisionReport, writeProvisionReport } from '../push/provision/provisionReport.js';
 import { listenForShutdown } from '../shutdownSignal.js';
@@ -35,7 +36,9 @@ export function provisionCommand(): Command {
         const apiOptions = partnerApiOptions(ctx.config, ctx.log);
         const api = makePartnerApi(apiOptions);
         const shutdown = listenForShutdown();
-        let results: ProvisionResult[] = [];
+        // Filled in as the run goes: a run cut short still reports what it did, and what it did not.
+        const results = plannedResults(plan);
+        let stopped: unknown;
         try {
           await withDb(ctx, async (db) => {
             await migrate(db);
@@ -46,7 +49,7 @@ export function provisionCommand(): Command {
               retry: apiOptions.retry,
             };
             const run = async (counts: Record<string, number>, signal?: AbortSignal) => {
-              results = await provision({ db, api, log: ctx.log }, plan, options, counts, signal);
+              await provision({ db, api, log: ctx.log }, plan, options, counts, signal, results);
             };
             // Two provisioning runs never interleave: each record's read-then-create is one at a time.
             if (options.dryRun) await run({}, shutdown.signal);
@@ -62,6 +65,8 @@ export function provisionCommand(): Command {
                 { wait: true, signal: shutdown.signal },
               );
           });
+        } catch (error) {
+          stopped = error;
         } finally {
           shutdown.dispose();
           await api.close();
@@ -73,7 +78,19 @@ export function provisionCommand(): Command {
         }));
         process.stdout.write(`${formatProvisionReport(report).join('\n')}\n`);
         if (opts.report !== undefined) await writeProvisionReport(opts.report, report);
+        if (stopped !== undefined) {
+          throw new Error(`${stoppedSummary(results)}: ${describeError(stopped)}`, { cause: stopped });
+        }
         if (results.some((r) => r.outcome === 'failed')) process.exitCode = 1;
       }),
     );
+}
+
+/**
+ * The last line of a run cut short: how far it got, and the cause (the signal, the platform's or
+ * the database's error), which the CLI prints scrubbed.
+ */
+function stoppedSummary(results: readonly ProvisionResult[]): string {
+  const count = (outcome: ProvisionResult['outcome']) => results.filter((r) => r.outcome === outcome).length;
+  return `provisioning stopped: ${results.length - count('not-attempted') - count('interrupted')} of ${results.length} records done, ${count('interrupted')} interrupted (run again: found by their slugs), ${count('not-attempted')} not attempted`;
 }

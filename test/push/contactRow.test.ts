@@ -23,6 +23,14 @@ describe('toContactRow', () => {
     expect('hash' in a && 'hash' in changed && a.hash !== changed.hash).toBe(true);
   });
 
+  it('takes any UUID PostgreSQL stores as a professional_id, as written', () => {
+    // Version 0 and variant digit 0: refused by z.uuid(), a UUID to PostgreSQL and the platform.
+    const id = 'A0EEBC99-9C0B-0EF8-0BB6-6BB9BD380A11';
+    expect(row({ email: 'a@example.com', professional_id: id })).toMatchObject({
+      contact: { professional_id: id },
+    });
+  });
+
   it.each([
     [{ email: '' }, 'email', 'is missing'],
     [{ email: 'not-an-email' }, 'email', 'is not an email address'],

@@ -1,4 +1,6 @@
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -228,6 +230,132 @@ describe('the CRM inbox when a push fails', () => {
       'daily.csv',
       'daily.csv.rejects.csv',
     ]);
+  });
+
+  /**
+   * The sandbox in front of which one contact (by its email) is always answered 500: a record the
+   * platform chokes on. Everything else is passed on, over real HTTP.
+   */
+  const chokingOn = async (email: string) => {
+    const server: Server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks);
+        if (req.method === 'POST' && req.url?.endsWith('/contacts') && body.toString().includes(email)) {
+          res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"Internal server error"}');
+          return;
+        }
+        const headers = Object.fromEntries(
+          Object.entries(req.headers).filter(([k]) => !['host', 'connection', 'content-length'].includes(k)),
+        ) as Record<string, string>;
+        fetch(`${sandbox.url}${req.url}`, {
+          method: req.method ?? 'GET',
+          headers,
+          ...(body.length > 0 ? { body } : {}),
+        }).then(
+          async (answer) => {
+            res.writeHead(answer.status, {
+              'content-type': answer.headers.get('content-type') ?? 'text/plain',
+            });
+            res.end(Buffer.from(await answer.arrayBuffer()));
+          },
+          () => res.destroy(),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const proxyApi = testApi({
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      apiKey: sandbox.apiKey,
+    });
+    return {
+      api: proxyApi,
+      close: async () => {
+        await proxyApi.close();
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      },
+    };
+  };
+  const logOf = async (key: string) =>
+    db
+      .knex(db.table('contact_push_log'))
+      .where({ key })
+      .orderBy('id')
+      .select('file', 'operation', 'outcome', 'error');
+
+  it('fails a contact the platform answers 5xx on three pushes in a row, and moves its export on', async () => {
+    const choking = await chokingOn('poison@example.com');
+    try {
+      const withChoking = job({ api: choking.api });
+      const run = () =>
+        runJob({ db, log: quietLog }, withChoking, { wait: false }).then(
+          (r) => r.outcome,
+          (error: unknown) => error,
+        );
+      const before = await onPlatform();
+      await writeFile(
+        join(dir, 'choke.csv'),
+        'external_id,email\nc1,c1@example.com\npoison,poison@example.com\nc2,c2@example.com\n',
+      );
+      expect(await run()).toBe('success');
+      // Two pushes: the others go through, the poisoned one is taken for the platform unavailable.
+      for (let push = 1; push <= 2; push++) {
+        expect(String(await run())).toMatch(/1 contacts of choke\.csv were not sent/);
+        expect(await where('choke.csv')).toBe('inbox');
+        expect(await run()).toBe('success');
+      }
+      expect(await onPlatform()).toBe(before + 2);
+      // The third push in a row: failed for that contact alone, and the export moves on.
+      expect(await run()).toBe('success');
+      expect(await where('choke.csv')).toBe('failed');
+      expect(await where('choke.csv.rejects.csv')).toBe('failed');
+      const log = await logOf('poison');
+      expect(log.map((l) => l.outcome)).toEqual(['failed', 'failed', 'failed']);
+      expect(log[2]!.error).toMatch(
+        /^the platform answered 5xx on 3 pushes in a row while it took other contacts \(the last: POST \/contacts answered 500/,
+      );
+      const stored = await db.knex(db.table('contacts')).where({ key: 'poison' }).first();
+      expect(stored).toMatchObject({ outcome: 'failed', unavailable_pushes: 3 });
+      // Pushed again, the export is not taken for an outage: at once to failed/.
+      await writeFile(join(dir, 'choke-again.csv'), 'external_id,email\npoison,poison@example.com\n');
+      expect(await run()).toBe('success');
+      expect(await run()).toBe('success');
+      expect(await where('choke-again.csv')).toBe('failed');
+    } finally {
+      await choking.close();
+    }
+    // A later export sends it again, as any failed contact, and the streak ends.
+    await writeFile(join(dir, 'choke-later.csv'), 'external_id,email\npoison,poison@example.com\n');
+    const before = await onPlatform();
+    await takeSettled();
+    expect(await where('choke-later.csv')).toBe('processed');
+    expect(await onPlatform()).toBe(before + 1);
+    expect(await db.knex(db.table('contacts')).where({ key: 'poison' }).first()).toMatchObject({
+      outcome: 'sent',
+      unavailable_pushes: 0,
+      unavailable_since: null,
+    });
+  });
+
+  it('leaves a small export in place for as long as the platform fails all of its contacts', async () => {
+    await exportOf('small.csv', 3);
+    await sandbox.control.setFaults({ partner: { error500: 1, routes: ['/api/v1/partner/contacts'] } });
+    try {
+      expect(await runInbox()).toBe('success');
+      for (let push = 1; push <= 4; push++) {
+        expect(String(await runInbox())).toMatch(/3 contacts of small\.csv were not sent/);
+        expect(await where('small.csv')).toBe('inbox');
+        expect(await runInbox()).toBe('success');
+      }
+    } finally {
+      await sandbox.control.setFaults({});
+    }
+    const before = await onPlatform();
+    expect(await runInbox()).toBe('success');
+    expect(await where('small.csv')).toBe('processed');
+    expect(await onPlatform()).toBe(before + 3);
   });
 
   it('parks in failed/ an export that cannot be read as one, and goes on', async () => {

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { openDb } from '../../src/db/connect.js';
-import { cliEnv, runCli } from '../helpers/cli.js';
+import { CliProcess, cliEnv, runCli } from '../helpers/cli.js';
 import { dropSchema, POSTGRES_URL, uniqueSchema } from '../helpers/db.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 
@@ -214,6 +214,109 @@ describe('provisioning locations and professionals', () => {
       2,
     );
     expect(truth.professionals.filter((p) => p.last_name === 'South')).toEqual([]);
+  });
+
+  it('reports what an interrupted run created, and what it never attempted, and exits non-zero', {
+    timeout: 60_000,
+  }, async () => {
+    const file = await write('stopped.yaml', {
+      locations: [office(0), office(1)].map((o) => ({
+        ...o,
+        slug: `${o.name.toLowerCase().replace(' ', '-')}-stop`,
+      })),
+      professionals: Array.from({ length: 12 }, (_, i) => ({
+        ...person(i, 'stop.example'),
+        location: `office-${i % 2}-stop`,
+      })),
+    });
+    const report = join(dir, 'stopped.csv');
+    const env = envFor(sandbox);
+    const mine = async () =>
+      (await sandbox.control.truth(sandbox.companyId)).professionals.filter((p) =>
+        p.email.endsWith('@stop.example'),
+      );
+    // Every request held a while: the run is still creating professionals when it is stopped.
+    await sandbox.control.setFaults({ partner: { delay: 1, delayMs: 300 } });
+    let stopped: Awaited<CliProcess['exited']>;
+    try {
+      const cli = new CliProcess(['provision', file, '--no-wait', '--report', report], env);
+      const deadline = Date.now() + 30_000;
+      while ((await mine()).length === 0 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      cli.kill('SIGTERM');
+      stopped = await cli.exited;
+    } finally {
+      await sandbox.control.setFaults({});
+    }
+    expect(stopped.code).toBe(1);
+    expect(stopped.stderr).toMatch(
+      /provisioning stopped: \d+ of 14 records done, \d+ interrupted \(run again: found by their slugs\), \d+ not attempted: interrupted by SIGTERM/,
+    );
+    const lines = reportLines(stopped.stdout);
+    expect(lines.size).toBe(14);
+    const outcomes = [...lines.values()].map((l) => l.outcome);
+    expect(outcomes.filter((o) => !['created', 'interrupted', 'not-attempted'].includes(o))).toEqual([]);
+    expect(outcomes).toContain('not-attempted');
+    expect(lines.get('office-0-stop')?.outcome).toBe('created');
+    // Whatever reached the platform is in the report: created with its id, or interrupted.
+    const onPlatform = await mine();
+    expect(onPlatform.length).toBeGreaterThan(0);
+    for (const p of onPlatform) {
+      const line = lines.get(p.slug);
+      expect({ slug: p.slug, outcome: line?.outcome }).toEqual({
+        slug: p.slug,
+        outcome: expect.stringMatching(/^(created|interrupted)$/),
+      });
+      if (line?.outcome === 'created') expect(line.id).toBe(p.id);
+    }
+    const csv = (await readFile(report, 'utf8')).trim().split('\n');
+    expect(csv).toHaveLength(15);
+    expect(csv.filter((row) => row.includes(',not-attempted,'))).toHaveLength(
+      outcomes.filter((o) => o === 'not-attempted').length,
+    );
+
+    // A re-run finds what was created by its slug and creates the rest: one record, one invite each.
+    const again = await runCli(['provision', file, '--no-wait'], env);
+    expect(again.stderr).toBe('');
+    expect(again.code).toBe(0);
+    const truth = await sandbox.control.truth(sandbox.companyId);
+    expect((await mine()).length).toBe(12);
+    expect(truth.invites.filter((i) => i.email.endsWith('@stop.example'))).toHaveLength(12);
+  });
+
+  it('reports what was created when the database fails at the end of the run, and exits non-zero', {
+    timeout: 60_000,
+  }, async () => {
+    const file = await write('dbdown.yaml', {
+      locations: [{ name: 'Db Office', slug: 'db-office' }],
+      professionals: [
+        {
+          first_name: 'Dee',
+          last_name: 'Bee',
+          email: 'dee@dbdown.example',
+          slug: 'dee-bee',
+          location: 'db-office',
+        },
+      ],
+    });
+    const env = envFor(sandbox);
+    expect((await runCli(['migrate'], env)).code).toBe(0);
+    // The mirror's table gone: storing what the platform returned fails after every create.
+    const db = await openDb({ url: POSTGRES_URL, schema: env.DB_SCHEMA!, poolMax: 1, dataDir: undefined });
+    try {
+      await db.knex.raw('alter table ?? rename to locations_away', [db.table('locations')]);
+    } finally {
+      await db.close();
+    }
+    const result = await runCli(['provision', file, '--no-wait'], env);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(
+      /provisioning stopped: 2 of 2 records done, 0 interrupted .*, 0 not attempted: database: relation .*locations.* does not exist/,
+    );
+    const lines = reportLines(result.stdout);
+    expect(lines.get('db-office')?.outcome).toBe('created');
+    expect(lines.get('dee-bee')?.outcome).toBe('created');
   });
 
   it('prints what would be created in a dry run, checking references, and sends no POST', async () => {

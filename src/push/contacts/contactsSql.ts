@@ -1,6 +1,7 @@
 import { preparedRaw, type Queryable, type Tables } from '../../db/queryable.js';
 import type { ContactRow } from './contactRow.js';
 import type { StoredContact } from './planPush.js';
+import type { UnavailableStreak } from './unavailableStreak.js';
 
 /**
  * Before sending: the rows about to be sent, marked pending in one statement (a crash leaves
@@ -20,21 +21,32 @@ export async function recordPending(q: Queryable, db: Tables, rows: readonly Con
       })),
     )
     .onConflict('key')
-    .merge([
-      'email',
-      'name',
-      'external_id',
-      'professional_id',
-      'content_hash',
-      'outcome',
-      'last_error',
-      'pushed_at',
-    ]);
+    .merge({
+      ...Object.fromEntries(
+        [
+          'email',
+          'name',
+          'external_id',
+          'professional_id',
+          'content_hash',
+          'outcome',
+          'last_error',
+          'pushed_at',
+        ].map((column) => [column, q.raw('??', [`excluded.${column}`])]),
+      ),
+      // The failures in a row were of the content sent before: new content starts afresh.
+      unavailable_pushes: q.raw(
+        'case when contacts.content_hash = excluded.content_hash then contacts.unavailable_pushes else 0 end',
+      ),
+      unavailable_since: q.raw(
+        'case when contacts.content_hash = excluded.content_hash then contacts.unavailable_since end',
+      ),
+    });
 }
 
 export type ContactOutcome =
   | { readonly sent: true; readonly platformContactId: string | null }
-  | { readonly sent: false; readonly error: string };
+  | { readonly sent: false; readonly error: string; readonly streak: UnavailableStreak };
 
 /** After sending: how each went, in one statement for many contacts. */
 export async function recordOutcomes(
@@ -50,8 +62,11 @@ export async function recordOutcomes(
         set outcome = v.outcome,
             platform_contact_id = coalesce(v.platform_contact_id, c.platform_contact_id),
             last_error = v.last_error,
+            unavailable_pushes = v.unavailable_pushes,
+            unavailable_since = v.unavailable_since,
             pushed_at = now()
-       from unnest(?::text[], ?::text[], ?::text[], ?::text[]) as v(key, outcome, platform_contact_id, last_error)
+       from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::int[], ?::timestamptz[])
+              as v(key, outcome, platform_contact_id, last_error, unavailable_pushes, unavailable_since)
       where c.key = v.key`,
     [
       db.table('contacts'),
@@ -60,6 +75,10 @@ export async function recordOutcomes(
       // pg sends a null element as SQL NULL; knex's binding type only lacks it.
       outcomes.map((o) => (o.outcome.sent ? o.outcome.platformContactId : null)) as string[],
       outcomes.map((o) => (o.outcome.sent ? null : o.outcome.error)) as string[],
+      outcomes.map((o) => (o.outcome.sent ? 0 : o.outcome.streak.pushes)),
+      outcomes.map((o) =>
+        o.outcome.sent ? null : (o.outcome.streak.since?.toISOString() ?? null),
+      ) as string[],
     ],
   );
 }
@@ -98,6 +117,30 @@ export async function appendPushLog(
       entries.map((e) => e.contentHash ?? null) as string[],
     ],
   );
+}
+
+/**
+ * Whether the platform took a contact other than `key` since `since`: then a contact it keeps
+ * failing is the contact's problem, not an outage. The row log's index on `at` bounds the read.
+ */
+export async function platformTookContactsSince(
+  q: Queryable,
+  db: Tables,
+  since: Date,
+  key: string,
+): Promise<boolean> {
+  const row = await q(db.table('contact_push_log'))
+    .where('at', '>=', since)
+    .whereIn('outcome', ['sent_created', 'sent_updated'])
+    .andWhere('key', '<>', key)
+    .first(q.raw('1 as found'));
+  return row !== undefined;
+}
+
+/** The database's clock, which the row log's times are read against. */
+export async function databaseNow(q: Queryable): Promise<Date> {
+  const { rows } = (await q.raw('select now() as now')) as { rows: Array<{ now: Date | string }> };
+  return new Date(rows[0]!.now);
 }
 
 /** Keeps the row log from growing without bound. */
@@ -184,6 +227,8 @@ export async function readStagedContacts(
     content_hash: string;
     stored_hash: string | null;
     stored_outcome: string | null;
+    unavailable_pushes: number | null;
+    unavailable_since: Date | string | null;
   }> = await q
     // The page is taken from the (push_id, line) index before the join: joined first, the planner
     // would read every remaining row of the push to sort them, once per page.
@@ -208,6 +253,8 @@ export async function readStagedContacts(
       's.content_hash',
       'c.content_hash as stored_hash',
       'c.outcome as stored_outcome',
+      'c.unavailable_pushes',
+      'c.unavailable_since',
     );
   return rows.map((r) => ({
     row: {
@@ -221,7 +268,17 @@ export async function readStagedContacts(
         professional_id: r.professional_id,
       },
     },
-    stored: r.stored_hash === null ? undefined : { hash: r.stored_hash, sent: r.stored_outcome === 'sent' },
+    stored:
+      r.stored_hash === null
+        ? undefined
+        : {
+            hash: r.stored_hash,
+            sent: r.stored_outcome === 'sent',
+            streak: {
+              pushes: r.unavailable_pushes ?? 0,
+              since: r.unavailable_since === null ? null : new Date(r.unavailable_since),
+            },
+          },
   }));
 }
 

@@ -1,8 +1,12 @@
+import type { UnavailableStreak } from './unavailableStreak.js';
+
 /** What the mirror knows of a contact it pushed before. */
 export interface StoredContact {
   readonly hash: string;
   /** Whether the last push of that hash reached the platform. */
   readonly sent: boolean;
+  /** Pushes in a row of that hash the platform failed without refusing it. */
+  readonly streak?: UnavailableStreak | undefined;
 }
 
 export type PushOperation = 'create' | 'update' | 'retry' | 'unchanged';

@@ -21,6 +21,8 @@ import {
   analyzeStagedContacts,
   type ContactOutcome,
   clearStagedContacts,
+  databaseNow,
+  platformTookContactsSince,
   prunePushLog,
   readStagedContacts,
   recordOutcomes,
@@ -29,6 +31,13 @@ import {
 import { type PushOperation, planPush } from './planPush.js';
 import { PushLogWriter } from './pushLog.js';
 import { stageContacts } from './stageContacts.js';
+import {
+  GIVE_UP_AFTER_PUSHES,
+  givenUpError,
+  NO_STREAK,
+  streakAfterFailure,
+  type UnavailableStreak,
+} from './unavailableStreak.js';
 
 export interface PushContactsDeps {
   readonly db: Db;
@@ -73,6 +82,11 @@ export interface PushSummary {
    * was lost. Not the file's fault; the next push sends them again.
    */
   unavailable: number;
+  /**
+   * Of those failed, and not counted as unavailable: contacts the platform failed on
+   * GIVE_UP_AFTER_PUSHES pushes in a row while it took others, failed until a later export.
+   */
+  givenUp: number;
   /** Events the rules fired that were new to the outbox. */
   events: number;
   reportPath: string;
@@ -130,6 +144,7 @@ export async function pushContacts(
     updated: 0,
     failed: 0,
     unavailable: 0,
+    givenUp: 0,
     events: 0,
     reportPath: report.path,
   };
@@ -205,21 +220,27 @@ async function sendStaged(
     queue.clear();
   };
   let unavailableInARow = 0;
+  // Whether the platform took or refused a contact in this push: it is up, whatever it does with
+  // one record. Before the first answer, the row log of earlier pushes tells.
+  let platformAnswered = false;
+  // The streak of a contact failed for the first time starts with this push.
+  const pushStartedAt = options.dryRun ? new Date() : await databaseNow(db.knex);
 
   // A worker takes its next contact only once this one's outcome is stored.
   const outcomes = new GroupCommit<{ key: string; outcome: ContactOutcome }>((batch) =>
     recordOutcomes(db.knex, db, batch),
   );
-  const send = async (row: ContactRow, operation: PushOperation) => {
+  const send = async (row: ContactRow, operation: PushOperation, streak: UnavailableStreak) => {
     signal?.throwIfAborted();
     let answer: { id: string | null; created: boolean | null };
     try {
       answer = await deps.api.contacts.upsert(row.contact, signal);
     } catch (error) {
       if (signal?.aborted) throw error;
-      await failed(row, operation, error);
+      await failed(row, operation, error, streak);
       return;
     }
+    platformAnswered = true;
     // Outside the request's try: a database error recording a contact the platform accepted must
     // stop the push, never record it as failed (which the next push would send again).
     await outcomes.add({ key: row.key, outcome: { sent: true, platformContactId: answer.id } });
@@ -232,17 +253,34 @@ async function sendStaged(
     pushLog.add({ line: row.line, key: row.key, operation, outcome, contentHash: row.hash });
     await handledOne();
   };
-  const failed = async (row: ContactRow, operation: PushOperation, error: unknown) => {
-    const text = deps.scrubber.scrub(describeError(error));
+  const failed = async (
+    row: ContactRow,
+    operation: PushOperation,
+    error: unknown,
+    prior: UnavailableStreak,
+  ) => {
+    let text = deps.scrubber.scrub(describeError(error));
     const result = attemptResultOf(error, () => text);
     // Nothing can be sent until an operator acts: the contact stays pending, and so do those not
     // yet sent. Stopped before this task ends, so the queue starts no other.
     if (result.kind === 'unauthorized' || result.kind === 'redirected') return stop(error);
-    await outcomes.add({ key: row.key, outcome: { sent: false, error: text } });
+    if (result.kind === 'refused') platformAnswered = true;
+    const streak = streakAfterFailure(prior, result, error, pushStartedAt);
+    // A record the platform chokes on, failed push after push while it takes the others: failed
+    // for good, so its export moves on instead of being pushed at every poll. Only the outcome
+    // is recorded otherwise, never a request added: like any failed contact, a later export
+    // sends it again, as the contacts whose answer was lost already are.
+    const givenUp =
+      streak.pushes > prior.pushes &&
+      streak.pushes >= GIVE_UP_AFTER_PUSHES &&
+      (platformAnswered || (await platformTookContactsSince(db.knex, db, streak.since!, row.key)));
+    if (givenUp) text = givenUpError(streak, error, text);
+    await outcomes.add({ key: row.key, outcome: { sent: false, error: text, streak } });
     summary.failed++;
+    if (givenUp) summary.givenUp++;
     if (result.kind !== 'refused') {
       // A 429 too: one whose Retry-After outlasts the retry budget ends here at once.
-      summary.unavailable++;
+      if (!givenUp) summary.unavailable++;
       if (++unavailableInARow >= STOP_AFTER_UNAVAILABLE_IN_A_ROW) {
         const down = `the platform failed ${unavailableInARow} contacts in a row (the last: ${text}); the push stops`;
         stop(new RetryableError(down, { cause: error }));
@@ -273,7 +311,7 @@ async function sendStaged(
       const staged = await readStagedContacts(db.knex, db, pushId, afterLine, PLAN_BATCH);
       if (staged.length === 0) break;
       afterLine = staged.at(-1)!.row.line;
-      const batch: Array<{ row: ContactRow; operation: PushOperation }> = [];
+      const batch: Array<{ row: ContactRow; operation: PushOperation; streak: UnavailableStreak }> = [];
       for (const { row, stored } of staged) {
         const operation = planPush(stored, row.hash, { full: options.full });
         if (operation === 'unchanged') {
@@ -290,7 +328,9 @@ async function sendStaged(
         }
         summary.toSend++;
         if (options.dryRun) handled++;
-        else batch.push({ row, operation });
+        // Failures of other content were not this content's.
+        else
+          batch.push({ row, operation, streak: (stored?.hash === row.hash && stored.streak) || NO_STREAK });
       }
       // Recorded as pending before any of them is sent, and only while this replica still holds
       // the push's lease: after a takeover, the new holder alone sends.
@@ -302,8 +342,8 @@ async function sendStaged(
           batch.map((b) => b.row),
         );
       });
-      for (const { row, operation } of batch) {
-        queue.add(() => send(row, operation)).catch(stop);
+      for (const { row, operation, streak } of batch) {
+        queue.add(() => send(row, operation, streak)).catch(stop);
       }
       tick();
       await pushLog.flush();

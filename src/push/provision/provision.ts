@@ -13,8 +13,23 @@ import { mapBounded } from '../../pull/mapBounded.js';
 import { createOnce, readIfExists } from './createOnce.js';
 import type { LocationSpec, ProfessionalSpec, ProvisionPlan } from './provisionFile.js';
 
-/** created/existed/failed, or in a dry run: would-create/exists. */
-export type ProvisionOutcome = 'created' | 'existed' | 'failed' | 'would-create' | 'exists';
+/**
+ * created/existed/failed, or in a dry run: would-create/exists. A run cut short (a signal, the
+ * platform or the database failing) reports the records it never started as not-attempted, and
+ * those it had started without knowing how they ended as interrupted.
+ */
+export type ProvisionOutcome =
+  | 'created'
+  | 'existed'
+  | 'failed'
+  | 'would-create'
+  | 'exists'
+  | 'not-attempted'
+  | 'interrupted';
+
+/** The error of a record whose work was cut short: a create may have landed. */
+const INTERRUPTED =
+  'the run stopped before its outcome was known: a re-run finds it by its slug if it was created';
 
 /** One line of the report: a record of the file, what happened to it, and its survey URL or error. */
 export interface ProvisionResult {
@@ -64,18 +79,15 @@ export async function provision(
   options: ProvisionOptions,
   counts: RunCounts,
   signal?: AbortSignal,
+  results: ProvisionResult[] = plannedResults(plan),
 ): Promise<ProvisionResult[]> {
   const { api } = deps;
-  const results: ProvisionResult[] = plan.invalid.map((r) => ({
-    kind: r.kind,
-    index: r.index,
-    record: r.label,
-    slug: r.slug,
-    outcome: 'failed',
-    id: null,
-    survey_url: null,
-    error: r.reason,
-  }));
+  const resultFor = new Map<LocationSpec | ProfessionalSpec, ProvisionResult>();
+  for (const spec of [...plan.locations, ...plan.professionals]) {
+    const result = results.find((r) => r.kind === spec.kind && r.index === spec.index);
+    if (result === undefined) throw new Error(`no result for ${spec.kind} ${spec.index} of the plan`);
+    resultFor.set(spec, result);
+  }
   const found = new Map<ProvisionResult, Found>();
 
   const locationIds = new Map<string, number | undefined>();
@@ -83,7 +95,7 @@ export async function provision(
   const locationResults = await mapBounded(
     plan.locations,
     options.concurrency,
-    perRecord(signal, async (spec, result) => {
+    perRecord(signal, resultFor, async (spec, result) => {
       const existing = await readIfExists(() => api.locations.get(spec.body.slug, signal));
       if (existing !== undefined && spec.derivedSlug && !sameName(existing.name, spec.body.name)) {
         // Different names can derive one slug (a non-Latin name becomes `location`; a long one is
@@ -108,7 +120,6 @@ export async function provision(
       }
     }),
   );
-  results.push(...locationResults);
   for (const [i, result] of locationResults.entries()) {
     const slug = plan.locations[i]!.body.slug;
     if (result.outcome === 'failed') failedLocations.set(slug, `${result.record} failed`);
@@ -127,10 +138,10 @@ export async function provision(
     return { id: onPlatform.id };
   };
 
-  const professionalResults = await mapBounded(
+  await mapBounded(
     plan.professionals,
     options.concurrency,
-    perRecord(signal, async (spec, result) => {
+    perRecord(signal, resultFor, async (spec, result) => {
       const existing = await readIfExists(() => api.professionals.get(spec.body.slug, signal));
       if (existing !== undefined) {
         settle(result, options.dryRun ? 'exists' : 'existed', existing);
@@ -154,14 +165,45 @@ export async function provision(
       found.set(result, { kind: 'professional', record: outcome.record });
     }),
   );
-  results.push(...professionalResults);
 
   if (!options.dryRun) {
     if (options.waitMs > 0) await waitForSurveyUrls(deps, found, options, signal);
     await storeInMirror(deps, [...found.values()]);
   }
   for (const r of results) addCount(counts, r.outcome);
-  // In the file's order: its locations, then its professionals.
+  return results;
+}
+
+/**
+ * One result per record of the file, in its order (its locations, then its professionals): the
+ * invalid ones failed, the others not attempted yet. `provision` fills them in as it goes, so a
+ * caller holding them can report a run cut short.
+ */
+export function plannedResults(plan: ProvisionPlan): ProvisionResult[] {
+  const results: ProvisionResult[] = [
+    ...plan.invalid.map((r) => ({
+      kind: r.kind,
+      index: r.index,
+      record: r.label,
+      slug: r.slug,
+      outcome: 'failed' as const,
+      id: null,
+      survey_url: null,
+      error: r.reason,
+    })),
+    ...[...plan.locations, ...plan.professionals].map(
+      (spec): ProvisionResult => ({
+        kind: spec.kind,
+        index: spec.index,
+        record: spec.label,
+        slug: spec.body.slug,
+        outcome: 'not-attempted',
+        id: null,
+        survey_url: null,
+        error: null,
+      }),
+    ),
+  ];
   return results.sort((a, b) => (a.kind === b.kind ? a.index - b.index : a.kind === 'location' ? -1 : 1));
 }
 
@@ -171,30 +213,34 @@ export async function provision(
  */
 function perRecord<S extends LocationSpec | ProfessionalSpec>(
   signal: AbortSignal | undefined,
+  resultFor: ReadonlyMap<LocationSpec | ProfessionalSpec, ProvisionResult>,
   work: (spec: S, result: ProvisionResult) => Promise<unknown>,
 ): (spec: S) => Promise<ProvisionResult> {
+  // What ended the run: the workers still going take no other record, which stays not attempted.
+  let stopped: unknown;
   return async (spec) => {
-    const result = resultOf(spec);
+    const result = resultFor.get(spec)!;
+    if (stopped !== undefined) throw stopped;
+    signal?.throwIfAborted();
+    // Until the work settles it, a report of a run cut short says the record may exist.
+    result.outcome = 'interrupted';
+    result.error = INTERRUPTED;
     try {
       await work(spec, result);
+      if (result.error === INTERRUPTED) result.error = null;
     } catch (error) {
-      if (error instanceof ApiAuthError || signal?.aborted) throw error;
+      if (signal?.aborted) {
+        stopped ??= error;
+        throw error;
+      }
       fail(result, describeError(error));
+      // A refused key ends the run; this record's own request was refused, so it was not created.
+      if (error instanceof ApiAuthError) {
+        stopped ??= error;
+        throw error;
+      }
     }
     return result;
-  };
-}
-
-function resultOf(spec: LocationSpec | ProfessionalSpec): ProvisionResult {
-  return {
-    kind: spec.kind,
-    index: spec.index,
-    record: spec.label,
-    slug: spec.body.slug,
-    outcome: 'failed',
-    id: null,
-    survey_url: null,
-    error: null,
   };
 }
 

@@ -2,9 +2,12 @@ import { writeFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import { alignColumns } from '../../status/alignColumns.js';
-import type { ProvisionResult } from './provision.js';
+import type { ProvisionOutcome, ProvisionResult } from './provision.js';
 
 const COLUMNS = ['kind', 'record', 'slug', 'outcome', 'id', 'survey_url', 'error'] as const;
+
+/** Outcomes of a record that is on the platform, whose survey URL may still be missing. */
+const HAS_RECORD: ReadonlySet<ProvisionOutcome> = new Set(['created', 'existed', 'exists']);
 
 /** One line per record: outcome, kind, slug, id, and the survey URL or the error. */
 export function formatProvisionReport(results: readonly ProvisionResult[]): string[] {
@@ -15,7 +18,7 @@ export function formatProvisionReport(results: readonly ProvisionResult[]): stri
     r.id ?? '-',
     [
       r.survey_url,
-      r.error ?? (r.survey_url === null && r.outcome !== 'would-create' ? 'no survey URL yet' : null),
+      r.error ?? (r.survey_url === null && HAS_RECORD.has(r.outcome) ? 'no survey URL yet' : null),
     ]
       .filter((v) => v !== null)
       .join('  '),
