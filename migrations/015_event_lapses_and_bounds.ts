@@ -5,10 +5,9 @@ import { commentOn } from './commentOn.js';
  * Two guards of the outbox.
  *
  * `lapsed_claims` counts the claims of an event that lapsed unanswered (the worker died or hung on
- * it). A lapsed claim was already counted in `attempts` when it was made, but only an answer was
- * ever checked against EVENTS_MAX_ATTEMPTS: an event that kills its worker every time was taken
- * back and claimed again for ever. Taking a claim back now checks the attempts, and this count
- * says in last_error why the event stopped.
+ * it). Only an answer was ever checked against a limit: an event that kills its worker every time
+ * was taken back and claimed again for ever. Taking a claim back now fails the event at its third
+ * lapse, and this count says in last_error why it stopped.
  *
  * `enqueue_event` bounds what a caller can put in the outbox: metadata to 16 KiB, and an email's
  * length as the other sources do (320). Its signature, its answers and the keys gate of 014 are
@@ -21,7 +20,7 @@ export async function up(knex: Knex, schema: string): Promise<void> {
   await commentOn(knex, schema, 'events_outbox', {
     columns: {
       lapsed_claims:
-        'Claims of it that lapsed with no answer recorded (its worker died, hung or was cut off). Each was counted in attempts when claimed; when one lapses with EVENTS_MAX_ATTEMPTS used, the event is failed (under EVENTS_UNKNOWN_OUTCOME=retry), so an event that kills its worker is not claimed for ever.',
+        'Claims of it that lapsed with no answer recorded (its worker died, hung or was cut off). At the third (or at EVENTS_MAX_ATTEMPTS, if fewer) the event is failed under EVENTS_UNKNOWN_OUTCOME=retry, so an event that kills its worker is not claimed for ever.',
     },
   });
 

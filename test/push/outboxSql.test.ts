@@ -130,8 +130,7 @@ describe('outbox SQL', () => {
     expect(await outbox().where({ idempotency_key: 'p1' }).first()).toMatchObject({ state: 'parked' });
   });
 
-  it('fails an event whose claims keep lapsing once its attempts are used, each attempt counted once', async () => {
-    const policy = { unknownOutcome: 'retry', maxAttempts: 3 } as const;
+  it('fails an event whose claims lapsed three times, each lapse and attempt counted once', async () => {
     await enqueueEvents(db.knex, db, [newEvent('poison')]);
     // A first attempt answered (a 500), counted when it was claimed.
     const [first] = await claimDueEvents(db.knex, db, 'worker-e', 1, 60_000);
@@ -149,34 +148,59 @@ describe('outbox SQL', () => {
     ]);
     const poison = () => outbox().where({ idempotency_key: 'poison' }).first();
     // Then it kills every worker that claims it.
-    expect((await claimAndDie()).map((e) => [e.key, e.attempts])).toEqual([['poison', 2]]);
-    expect(await releaseExpiredClaims(db.knex, db, policy)).toEqual({ retried: 1, failed: 0, parked: 0 });
+    for (const lapses of [1, 2]) {
+      expect((await claimAndDie()).map((e) => [e.key, e.attempts])).toEqual([['poison', lapses + 1]]);
+      expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({ retried: 1, failed: 0, parked: 0 });
+      expect(await poison()).toMatchObject({
+        state: 'pending',
+        attempts: lapses + 1,
+        lapsed_claims: lapses,
+        possible_duplicate: true,
+      });
+    }
+    expect((await poison()).last_error).toBe(
+      'the worker that claimed it stopped before recording the answer: outcome unknown (its claims lapsed 2 times)',
+    );
+    expect((await claimAndDie()).map((e) => e.attempts)).toEqual([4]);
+    expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({ retried: 0, failed: 1, parked: 0 });
     expect(await poison()).toMatchObject({
-      state: 'pending',
-      attempts: 2,
-      lapsed_claims: 1,
+      state: 'failed',
+      attempts: 4,
+      lapsed_claims: 3,
+      claimed_by: null,
       possible_duplicate: true,
     });
     expect((await poison()).last_error).toBe(
-      'the worker that claimed it stopped before recording the answer: outcome unknown (its claims lapsed 1 time)',
-    );
-    expect((await claimAndDie()).map((e) => e.attempts)).toEqual([3]);
-    expect(await releaseExpiredClaims(db.knex, db, policy)).toEqual({ retried: 0, failed: 1, parked: 0 });
-    expect(await poison()).toMatchObject({
-      state: 'failed',
-      attempts: 3,
-      lapsed_claims: 2,
-      claimed_by: null,
-    });
-    expect((await poison()).last_error).toBe(
-      'its claims lapsed 2 times with no answer recorded (its worker died, hung or was cut off each time), and 3 of EVENTS_MAX_ATTEMPTS (3) are used: not sent again',
+      'its claims lapsed 3 times with no answer recorded (its worker died, hung or was cut off each time): taken for an event that kills its worker, not sent again',
     );
     expect(await claimAndDie()).toEqual([]);
-    // An operator's retry gives it one more attempt, no more.
-    await outbox().where({ idempotency_key: 'poison' }).update({ state: 'pending', last_error: null });
-    expect((await claimAndDie()).map((e) => e.attempts)).toEqual([4]);
-    expect(await releaseExpiredClaims(db.knex, db, policy)).toEqual({ retried: 0, failed: 1, parked: 0 });
     await outbox().where({ idempotency_key: 'poison' }).del();
+  });
+
+  it('sends again, flagged, an event on its last attempt whose claim lapsed once (its worker was killed)', async () => {
+    const policy = { unknownOutcome: 'retry', maxAttempts: 3 } as const;
+    await enqueueEvents(db.knex, db, [newEvent('last-try')]);
+    // Two attempts used by an outage, then its third claim dies with the replica, unsent.
+    await outbox().where({ idempotency_key: 'last-try' }).update({ attempts: 2 });
+    expect((await claimAndDie()).map((e) => e.attempts)).toEqual([3]);
+    expect(await releaseExpiredClaims(db.knex, db, policy)).toEqual({ retried: 1, failed: 0, parked: 0 });
+    expect(await outbox().where({ idempotency_key: 'last-try' }).first()).toMatchObject({
+      state: 'pending',
+      lapsed_claims: 1,
+      possible_duplicate: true,
+    });
+    await outbox().where({ idempotency_key: 'last-try' }).del();
+  });
+
+  it('fails an event at EVENTS_MAX_ATTEMPTS lapses when that is fewer than three', async () => {
+    await enqueueEvents(db.knex, db, [newEvent('one-try')]);
+    await claimAndDie();
+    expect(await releaseExpiredClaims(db.knex, db, { unknownOutcome: 'retry', maxAttempts: 1 })).toEqual({
+      retried: 0,
+      failed: 1,
+      parked: 0,
+    });
+    await outbox().where({ idempotency_key: 'one-try' }).del();
   });
 
   it("spaces a dead worker's lapsed claims, so the next claim takes one of them, not all", async () => {

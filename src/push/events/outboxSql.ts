@@ -163,6 +163,13 @@ export async function renewClaims(
  */
 const LAPSE_SPACING_SECONDS = 2;
 
+/**
+ * Lapses after which an event is taken for one that kills its worker and is failed. Three: the
+ * claims one dead worker held fall due apart (LAPSE_SPACING_SECONDS), so an event lapses with a
+ * poison one rarely, and three times in a row almost never.
+ */
+const MAX_LAPSED_CLAIMS = 3;
+
 /** What taking back the lapsed claims did, by the events' next state. */
 export interface ReleasedClaims {
   /** Due again, flagged possible duplicates (`retry`). */
@@ -176,9 +183,12 @@ export interface ReleasedClaims {
 /**
  * Claims whose lease ran out: their worker died or hung after claiming, so whether the platform
  * received the event is unknown. Under `retry` they are sent again and marked as possible
- * duplicates, as after a lost answer, until their attempts are used up: the lapsed claim was
- * counted when it was made, and an event that kills every worker that sends it (a poison event)
- * would otherwise be claimed for ever. Under `park` they wait for an operator.
+ * duplicates, as after a lost answer, until their claims have lapsed MAX_LAPSED_CLAIMS times (or
+ * EVENTS_MAX_ATTEMPTS, if fewer): an event that kills every worker that sends it (a poison event)
+ * would otherwise be claimed for ever. Lapses are counted apart from attempts: most claims of a
+ * worker that dies were only queued behind the one in flight, never sent, and one on its last
+ * attempt after an outage must not be failed unsent because its replica was killed. Under `park`
+ * they wait for an operator.
  */
 export async function releaseExpiredClaims(
   q: Queryable,
@@ -186,7 +196,7 @@ export async function releaseExpiredClaims(
   policy: Pick<SendPolicy, 'unknownOutcome' | 'maxAttempts'>,
 ): Promise<ReleasedClaims> {
   const park = policy.unknownOutcome === 'park';
-  const { maxAttempts } = policy;
+  const lapseLimit = Math.min(MAX_LAPSED_CLAIMS, policy.maxAttempts);
   const lapses = `case when lapsed_claims = 0 then '1 time' else (lapsed_claims + 1) || ' times' end`;
   // The events one dead worker held fall due one after another, LAPSE_SPACING_SECONDS apart, not
   // together: a poison event is then claimed again on its own, and the events that were only
@@ -202,15 +212,16 @@ export async function releaseExpiredClaims(
        select id, row_number() over (partition by claimed_by order by id) - 1 as place from lapsed
      )
      update ?? o
-        set state = case when ? then 'parked' when attempts >= ? then 'failed' else 'pending' end,
-            possible_duplicate = possible_duplicate or (not ? and attempts < ?),
+        set state = case when ? then 'parked' when lapsed_claims + 1 >= ? then 'failed' else 'pending' end,
+            -- Failed too: the platform may have it, and an operator's retry must say so.
+            possible_duplicate = possible_duplicate or not ?,
             lapsed_claims = lapsed_claims + 1,
             next_attempt_at = now() + make_interval(secs => placed.place * ?),
             claimed_by = null,
             lease_expires_at = null,
-            last_error = case when not ? and attempts >= ?
-              then format('its claims lapsed %s with no answer recorded (its worker died, hung or was cut off each time), and %s of EVENTS_MAX_ATTEMPTS (%s) are used: not sent again',
-                          ${lapses}, attempts, ?::int)
+            last_error = case when not ? and lapsed_claims + 1 >= ?
+              then format('its claims lapsed %s with no answer recorded (its worker died, hung or was cut off each time): taken for an event that kills its worker, not sent again',
+                          ${lapses})
               else format('the worker that claimed it stopped before recording the answer: outcome unknown (its claims lapsed %s)',
                           ${lapses}) end
        from placed
@@ -220,13 +231,11 @@ export async function releaseExpiredClaims(
       db.table('events_outbox'),
       db.table('events_outbox'),
       park,
-      maxAttempts,
+      lapseLimit,
       park,
-      maxAttempts,
       LAPSE_SPACING_SECONDS,
       park,
-      maxAttempts,
-      maxAttempts,
+      lapseLimit,
     ],
   )) as { rows: Array<{ state: 'pending' | 'failed' | 'parked' }> };
   const count = (state: string) => rows.filter((r) => r.state === state).length;
