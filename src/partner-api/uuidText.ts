@@ -18,4 +18,4 @@ export const UUID_FORMAT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-
 export const uuidText = z
   .string()
   .regex(UUID_FORMAT, 'must be a UUID (8-4-4-4-12 hex digits)')
-  .transform((id) => id.toLowerCase());
+  .overwrite((id) => id.toLowerCase());
