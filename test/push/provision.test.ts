@@ -7,6 +7,7 @@ import { stringify } from 'yaml';
 import { openDb } from '../../src/db/connect.js';
 import { CliProcess, cliEnv, runCli } from '../helpers/cli.js';
 import { dropSchema, POSTGRES_URL, uniqueSchema } from '../helpers/db.js';
+import { startFakePlatform } from '../helpers/fakePlatform.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 
 /** `outcome kind slug id url-or-error record` lines of the report, by slug. */
@@ -53,7 +54,7 @@ describe('provisioning locations and professionals', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  const envFor = (target: TestSandbox, vars: Record<string, string> = {}) => {
+  const envFor = (target: Pick<TestSandbox, 'url' | 'apiKey'>, vars: Record<string, string> = {}) => {
     const schema = uniqueSchema('prov');
     schemas.push(schema);
     return cliEnv({
@@ -283,6 +284,37 @@ describe('provisioning locations and professionals', () => {
     const truth = await sandbox.control.truth(sandbox.companyId);
     expect((await mine()).length).toBe(12);
     expect(truth.invites.filter((i) => i.email.endsWith('@stop.example'))).toHaveLength(12);
+  });
+
+  it('reports as interrupted, not failed, a record whose create was lost before the key was refused', {
+    timeout: 60_000,
+  }, async () => {
+    // The create answered 500 (it may have landed), then reading its slug back is refused (401).
+    let reads = 0;
+    const platform = await startFakePlatform((req) => {
+      if (req.method === 'POST') return { status: 500, body: { error: 'Internal server error' } };
+      reads++;
+      return reads === 1
+        ? { status: 404, body: { error: 'Not found' } }
+        : { status: 401, body: { error: 'Invalid API key' } };
+    });
+    try {
+      const file = await write('refused.yaml', {
+        locations: [{ name: 'Refused Office', slug: 'refused-office' }],
+      });
+      const stopped = await runCli(
+        ['provision', file, '--no-wait'],
+        envFor({ url: platform.url, apiKey: 'rm-test-key' }),
+      );
+      expect(stopped.code).toBe(1);
+      expect(stopped.stderr).toMatch(
+        /provisioning stopped: 0 of 1 records done, 1 interrupted \(run again: found by their slugs\), 0 not attempted: .*401/,
+      );
+      expect(reportLines(stopped.stdout).get('refused-office')?.outcome).toBe('interrupted');
+      expect(reads).toBe(2);
+    } finally {
+      await platform.close();
+    }
   });
 
   it('reports what was created when the database fails at the end of the run, and exits non-zero', {

@@ -19,6 +19,22 @@ export interface CreateOnceOptions {
 }
 
 /**
+ * The key was refused after a create whose answer was lost: the run must stop, and the record may
+ * exist (the lost create may have landed), so it is neither created nor failed.
+ */
+export class CreateUncertainError extends Error {
+  constructor(
+    lost: unknown,
+    readonly refusal: ApiAuthError,
+  ) {
+    super(
+      `the create's answer was lost (${describeError(lost)}), then the key was refused: ${refusal.message}`,
+    );
+    this.name = 'CreateUncertainError';
+  }
+}
+
+/**
  * Reads `slug` back: the record, or undefined on 404. Other failures throw (the transport has
  * already retried the GET), and then nobody can tell whether the record exists.
  */
@@ -50,10 +66,13 @@ export async function createOnce<T>(
     try {
       return { record: await create(), created: true };
     } catch (error) {
-      if (error instanceof ApiAuthError || options.signal?.aborted) throw error;
+      if (options.signal?.aborted) throw error;
+      if (error instanceof ApiAuthError) throw refusedAfter(uncertain, error);
       if (error instanceof ApiRequestError) {
         if (uncertain !== undefined) {
-          const landed = await readBack();
+          const landed = await readBack().catch((readError: unknown) => {
+            throw readError instanceof ApiAuthError ? refusedAfter(uncertain, readError) : readError;
+          });
           if (landed !== undefined) return { record: landed, created: true };
         }
         return { error: error.platformError, status: error.status };
@@ -64,7 +83,7 @@ export async function createOnce<T>(
     try {
       landed = await readBack();
     } catch (error) {
-      if (error instanceof ApiAuthError) throw error;
+      if (error instanceof ApiAuthError) throw refusedAfter(uncertain, error);
       return {
         error: `the create's answer was lost (${describeError(uncertain)}) and reading its slug back failed too (${describeError(error)}); not sent again: the next run finds it if it was created`,
       };
@@ -83,4 +102,9 @@ export async function createOnce<T>(
     }
     await sleep(delayMs, undefined, { signal: options.signal });
   }
+}
+
+/** A refused key: the record's own request was refused, unless an earlier create of it was lost. */
+function refusedAfter(lost: unknown, refusal: ApiAuthError): Error {
+  return lost === undefined ? refusal : new CreateUncertainError(lost, refusal);
 }

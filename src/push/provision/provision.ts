@@ -10,7 +10,7 @@ import type { Location } from '../../partner-api/locationsSchema.js';
 import type { Professional } from '../../partner-api/professionalsSchema.js';
 import type { RetryPolicy } from '../../partner-api/retryPolicy.js';
 import { mapBounded } from '../../pull/mapBounded.js';
-import { createOnce, readIfExists } from './createOnce.js';
+import { CreateUncertainError, createOnce, readIfExists } from './createOnce.js';
 import type { LocationSpec, ProfessionalSpec, ProvisionPlan } from './provisionFile.js';
 
 /**
@@ -233,8 +233,15 @@ function perRecord<S extends LocationSpec | ProfessionalSpec>(
         stopped ??= error;
         throw error;
       }
+      // A refused key ends the run. A create of this record was lost before it: it may exist, so it
+      // stays interrupted, for a re-run to find by its slug.
+      if (error instanceof CreateUncertainError) {
+        result.error = describeError(error);
+        stopped ??= error.refusal;
+        throw error.refusal;
+      }
       fail(result, describeError(error));
-      // A refused key ends the run; this record's own request was refused, so it was not created.
+      // This record's own request was refused, so it was not created.
       if (error instanceof ApiAuthError) {
         stopped ??= error;
         throw error;
