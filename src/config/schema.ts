@@ -158,10 +158,11 @@ export const envSchema = z
     EVENTS_UNKNOWN_OUTCOME: z
       .enum(UNKNOWN_OUTCOME_POLICIES, { error: `must be one of ${UNKNOWN_OUTCOME_POLICIES.join(', ')}` })
       .default('retry'),
+    // Unset: 60, or twice API_REQUEST_TIMEOUT_SECONDS when that is more (see the check below).
     EVENTS_LEASE_SECONDS: secondsAtMost(MAX_SECONDS)
       .int('must be a whole number')
       .positive('must be > 0')
-      .default(60),
+      .optional(),
     EVENTS_POLL_SECONDS: seconds(5),
     EVENTS_RETENTION_DAYS: positiveInt(7),
     EVENTS_KEY_RETENTION_DAYS: positiveInt(400),
@@ -195,8 +196,10 @@ export const envSchema = z
     // and cuts the request off 1/4 of a lease before the claim runs out: a request is given half a
     // lease at worst, so a shorter lease would cut off requests the timeout still allows
     // (docs/push.md, "Claims and leases"). A timeout of 0 is none: the claim is then the only bound.
+    // Only a lease set by hand is refused: the default follows the timeout, so raising the
+    // timeout alone never stops a deployment from starting.
     const timeout = e.API_REQUEST_TIMEOUT_SECONDS;
-    if (e.EVENTS_LEASE_SECONDS < 2 * timeout) {
+    if (e.EVENTS_LEASE_SECONDS !== undefined && e.EVENTS_LEASE_SECONDS < 2 * timeout) {
       ctx.addIssue({
         code: 'custom',
         path: ['EVENTS_LEASE_SECONDS'],
@@ -357,7 +360,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       ratePerSecond: e.EVENTS_RATE_PER_SECOND,
       maxAttempts: e.EVENTS_MAX_ATTEMPTS,
       unknownOutcome: e.EVENTS_UNKNOWN_OUTCOME,
-      leaseMs: e.EVENTS_LEASE_SECONDS * 1000,
+      leaseMs: (e.EVENTS_LEASE_SECONDS ?? Math.max(60, Math.ceil(2 * e.API_REQUEST_TIMEOUT_SECONDS))) * 1000,
       pollMs: e.EVENTS_POLL_SECONDS * 1000,
       retentionDays: e.EVENTS_RETENTION_DAYS,
       keyRetentionDays: e.EVENTS_KEY_RETENTION_DAYS,

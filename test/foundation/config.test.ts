@@ -79,9 +79,14 @@ describe('parseConfig', () => {
           'raise EVENTS_LEASE_SECONDS or lower API_REQUEST_TIMEOUT_SECONDS',
       ),
     );
-    expect(() => parseConfig({ API_REQUEST_TIMEOUT_SECONDS: '45' })).toThrow(
+    expect(() => parseConfig({ API_REQUEST_TIMEOUT_SECONDS: '45', EVENTS_LEASE_SECONDS: '60' })).toThrow(
       /EVENTS_LEASE_SECONDS \(60\) must be at least twice API_REQUEST_TIMEOUT_SECONDS \(45\)/,
     );
+    // Left unset, the lease follows a raised timeout: a deployment that raised only the timeout
+    // still starts.
+    expect(parseConfig({ API_REQUEST_TIMEOUT_SECONDS: '45' }).events.leaseMs).toBe(90_000);
+    expect(parseConfig({ API_REQUEST_TIMEOUT_SECONDS: '45.2' }).events.leaseMs).toBe(91_000);
+    expect(parseConfig({ API_REQUEST_TIMEOUT_SECONDS: '10' }).events.leaseMs).toBe(60_000);
     expect(() => parseConfig({ EVENTS_LEASE_SECONDS: '5', API_REQUEST_TIMEOUT_SECONDS: '2.6' })).toThrow(
       /EVENTS_LEASE_SECONDS \(5\) .* API_REQUEST_TIMEOUT_SECONDS \(2\.6\)/,
     );
