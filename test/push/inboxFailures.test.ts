@@ -1,5 +1,5 @@
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -233,17 +233,22 @@ describe('the CRM inbox when a push fails', () => {
   });
 
   /**
-   * The sandbox in front of which one contact (by its email) is always answered 500: a record the
-   * platform chokes on. Everything else is passed on, over real HTTP.
+   * The sandbox behind a forwarding server, over real HTTP: `instead` may answer a request itself
+   * with an error status; everything else is passed on. `taken` counts, by email, the contacts the
+   * sandbox accepted through it.
    */
-  const chokingOn = async (email: string) => {
+  const forwarding = async (instead: (req: IncomingMessage, body: string) => number | undefined) => {
+    const taken = new Map<string, number>();
     const server: Server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
         const body = Buffer.concat(chunks);
-        if (req.method === 'POST' && req.url?.endsWith('/contacts') && body.toString().includes(email)) {
-          res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"Internal server error"}');
+        const status = instead(req, body.toString());
+        if (status !== undefined) {
+          res
+            .writeHead(status, { 'content-type': 'application/json' })
+            .end('{"error":"Internal server error"}');
           return;
         }
         const headers = Object.fromEntries(
@@ -255,6 +260,10 @@ describe('the CRM inbox when a push fails', () => {
           ...(body.length > 0 ? { body } : {}),
         }).then(
           async (answer) => {
+            if (req.method === 'POST' && req.url?.endsWith('/contacts') && answer.ok) {
+              const { email } = JSON.parse(body.toString()) as { email: string };
+              taken.set(email, (taken.get(email) ?? 0) + 1);
+            }
             res.writeHead(answer.status, {
               'content-type': answer.headers.get('content-type') ?? 'text/plain',
             });
@@ -271,6 +280,7 @@ describe('the CRM inbox when a push fails', () => {
     });
     return {
       api: proxyApi,
+      taken,
       close: async () => {
         await proxyApi.close();
         server.closeAllConnections();
@@ -278,6 +288,11 @@ describe('the CRM inbox when a push fails', () => {
       },
     };
   };
+  const isContactPost = (req: IncomingMessage) =>
+    req.method === 'POST' && req.url?.endsWith('/contacts') === true;
+  /** One contact (by its email) always answered 500: a record the platform chokes on. */
+  const chokingOn = (email: string) =>
+    forwarding((req, body) => (isContactPost(req) && body.includes(email) ? 500 : undefined));
   const logOf = async (key: string) =>
     db
       .knex(db.table('contact_push_log'))
@@ -316,13 +331,31 @@ describe('the CRM inbox when a push fails', () => {
       expect(log[2]!.error).toMatch(
         /^the platform answered 5xx on 3 pushes in a row while it took other contacts \(the last: POST \/contacts answered 500/,
       );
+      // Given up, its streak ends: a later export with it gets three pushes afresh.
       const stored = await db.knex(db.table('contacts')).where({ key: 'poison' }).first();
-      expect(stored).toMatchObject({ outcome: 'failed', unavailable_pushes: 3 });
-      // Pushed again, the export is not taken for an outage: at once to failed/.
-      await writeFile(join(dir, 'choke-again.csv'), 'external_id,email\npoison,poison@example.com\n');
+      expect(stored).toMatchObject({ outcome: 'failed', unavailable_pushes: 0, unavailable_since: null });
+      // Pushed again (beside a contact the platform takes): in place at its first failing push,
+      // as at the second, and given up only at the third, the platform still answering.
+      await writeFile(
+        join(dir, 'choke-again.csv'),
+        'external_id,email\nc3,c3@example.com\npoison,poison@example.com\n',
+      );
       expect(await run()).toBe('success');
+      for (let push = 1; push <= 2; push++) {
+        expect(String(await run()), `push ${push}`).toMatch(/1 contacts of choke-again\.csv were not sent/);
+        expect(await where('choke-again.csv')).toBe('inbox');
+        expect(await run()).toBe('success');
+      }
+      expect(await db.knex(db.table('contacts')).where({ key: 'poison' }).first()).toMatchObject({
+        outcome: 'failed',
+        unavailable_pushes: 2,
+      });
       expect(await run()).toBe('success');
       expect(await where('choke-again.csv')).toBe('failed');
+      const again = await logOf('poison');
+      expect(again.map((l) => l.outcome)).toEqual(Array(6).fill('failed'));
+      expect(again[4]!.error).toMatch(/^POST \/contacts answered 500/);
+      expect(again[5]!.error).toMatch(/^the platform answered 5xx on 3 pushes in a row/);
     } finally {
       await choking.close();
     }
@@ -356,6 +389,58 @@ describe('the CRM inbox when a push fails', () => {
     expect(await runInbox()).toBe('success');
     expect(await where('small.csv')).toBe('processed');
     expect(await onPlatform()).toBe(before + 3);
+  });
+
+  it('gives no contact up while the platform is down, though it took others before the outage began', async () => {
+    // The platform goes down for good mid-push, after taking five contacts: from then on every
+    // request, a GET of the review feed too, is answered 503.
+    let posts = 0;
+    let platform: 'up' | 'down' | 'back' = 'up';
+    const outage = await forwarding((req) => {
+      if (platform === 'up' && isContactPost(req) && ++posts > 5) platform = 'down';
+      return platform === 'down' ? 503 : undefined;
+    });
+    try {
+      const withOutage = job({ api: outage.api });
+      const run = () =>
+        runJob({ db, log: quietLog }, withOutage, { wait: false }).then(
+          (r) => r.outcome,
+          (error: unknown) => error,
+        );
+      const before = await onPlatform();
+      await exportOf('outage.csv', 8);
+      expect(await run()).toBe('success');
+      // The push the outage began in, then three more with the platform down: the successes of
+      // the first are no proof that it is up at the third, so the export stays.
+      for (let push = 1; push <= 4; push++) {
+        expect(String(await run()), `push ${push}`).toMatch(/3 contacts of outage\.csv were not sent/);
+        expect(await where('outage.csv')).toBe('inbox');
+        expect(await run()).toBe('success');
+      }
+      expect(await onPlatform()).toBe(before + 5);
+      const left = await db
+        .knex(db.table('contacts'))
+        .where('key', 'like', 'outage.csv-%')
+        .andWhere({ outcome: 'failed' })
+        .select('unavailable_pushes');
+      expect(left).toEqual([1, 2, 3].map(() => ({ unavailable_pushes: 4 })));
+      const givenUp = await db
+        .knex(db.table('contact_push_log'))
+        .where('key', 'like', 'outage.csv-%')
+        .andWhere('error', 'like', '%pushes in a row%');
+      expect(givenUp).toEqual([]);
+
+      // Back up: the export is pushed, and each of its contacts reached the platform once.
+      platform = 'back';
+      expect(await run()).toBe('success');
+      expect(await where('outage.csv')).toBe('processed');
+      expect(await onPlatform()).toBe(before + 8);
+      expect([...outage.taken.entries()].sort()).toEqual(
+        Array.from({ length: 8 }, (_, i) => [`outage-${i}@example.com`, 1]),
+      );
+    } finally {
+      await outage.close();
+    }
   });
 
   it('parks in failed/ an export that cannot be read as one, and goes on', async () => {

@@ -41,7 +41,8 @@ import {
 
 export interface PushContactsDeps {
   readonly db: Db;
-  readonly api: Pick<PartnerApi, 'contacts' | 'onRateLimited'>;
+  /** `reviews`: the probe that the platform is up before a contact is given up. */
+  readonly api: Pick<PartnerApi, 'contacts' | 'reviews' | 'onRateLimited'>;
   readonly log: Logger;
   readonly scrubber: SecretScrubber;
   readonly metrics?:
@@ -225,6 +226,17 @@ async function sendStaged(
   let platformAnswered = false;
   // The streak of a contact failed for the first time starts with this push.
   const pushStartedAt = options.dryRun ? new Date() : await databaseNow(db.knex);
+  // Whether the platform answers at all now, asked only when a contact would be given up, and
+  // again once the last answer is PROBE_FRESH_MS old: contacts it took earlier, even earlier in
+  // this push, are no proof it is up now (an outage that began mid-push would otherwise give up
+  // the contacts it left).
+  let probe: { readonly at: number; readonly up: Promise<boolean> } | undefined;
+  const platformUpNow = () => {
+    if (probe === undefined || performance.now() - probe.at > PROBE_FRESH_MS) {
+      probe = { at: performance.now(), up: probePlatform(deps, signal) };
+    }
+    return probe.up;
+  };
 
   // A worker takes its next contact only once this one's outcome is stored.
   const outcomes = new GroupCommit<{ key: string; outcome: ContactOutcome }>((batch) =>
@@ -266,16 +278,22 @@ async function sendStaged(
     if (result.kind === 'unauthorized' || result.kind === 'redirected') return stop(error);
     if (result.kind === 'refused') platformAnswered = true;
     const streak = streakAfterFailure(prior, result, error, pushStartedAt);
-    // A record the platform chokes on, failed push after push while it takes the others: failed
-    // for good, so its export moves on instead of being pushed at every poll. Only the outcome
-    // is recorded otherwise, never a request added: like any failed contact, a later export
-    // sends it again, as the contacts whose answer was lost already are.
+    // A record the platform chokes on, failed push after push while it takes the others and
+    // still answers after this failure: failed for good, so its export moves on instead of being
+    // pushed at every poll. Only the outcome is recorded otherwise, never a request added: like
+    // any failed contact, a later export sends it again, as the contacts whose answer was lost
+    // already are.
     const givenUp =
       streak.pushes > prior.pushes &&
       streak.pushes >= GIVE_UP_AFTER_PUSHES &&
-      (platformAnswered || (await platformTookContactsSince(db.knex, db, streak.since!, row.key)));
+      (platformAnswered || (await platformTookContactsSince(db.knex, db, streak.since!, row.key))) &&
+      (await platformUpNow());
     if (givenUp) text = givenUpError(streak, error, text);
-    await outcomes.add({ key: row.key, outcome: { sent: false, error: text, streak } });
+    // A contact given up ends its streak: a later export with it gets as many pushes as a first.
+    await outcomes.add({
+      key: row.key,
+      outcome: { sent: false, error: text, streak: givenUp ? NO_STREAK : streak },
+    });
     summary.failed++;
     if (givenUp) summary.givenUp++;
     if (result.kind !== 'refused') {
@@ -358,6 +376,28 @@ async function sendStaged(
     await queue.onIdle();
     stopListening();
     await pushLog.flush(true);
+  }
+}
+
+/** How long a probe's answer stands for the contacts given up after it. */
+const PROBE_FRESH_MS = 30_000;
+
+/**
+ * Whether the platform answers now: a page of the review feed from this instant, which holds
+ * nothing, so the probe costs one small GET. It goes through the client's retry policy, bounded by
+ * its budget and the push's signal, so it cannot hang the push. Any error, an abort included, is
+ * a no (no contact is given up, the export stays for the next poll), never a failure of the push.
+ */
+async function probePlatform(deps: PushContactsDeps, signal: AbortSignal | undefined): Promise<boolean> {
+  try {
+    await deps.api.reviews.page({ since: new Date(), cursor: null }, signal);
+    return true;
+  } catch (error) {
+    deps.log.warn(
+      { err: deps.scrubber.scrub(describeError(error)) },
+      'the platform did not answer a probe: no contact is given up in this push',
+    );
+    return false;
   }
 }
 
