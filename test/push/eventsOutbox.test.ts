@@ -276,7 +276,7 @@ describe('the events outbox', () => {
         }
         // The next worker takes the third lapsed claim back: it sends it no more.
         const flushed = await runCli(['events', 'flush'], poisonEnv);
-        expect(flushed.stdout).toContain('sent=0 retried=0 failed=1 parked=0');
+        expect(flushed.stdout).toContain('sent=0 retried=0 failed=1 parked=0 possible_duplicates=1');
         expect(await posts()).toBe(before + 3);
       } finally {
         await sandbox.control.setFaults({});

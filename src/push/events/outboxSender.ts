@@ -245,14 +245,17 @@ export class OutboxSender {
   async #takeBackLapsed(counts: DrainCounts): Promise<void> {
     const { db, metrics } = this.deps;
     const released = await releaseExpiredClaims(db.knex, db, this.options.policy);
+    // Under `retry` each is flagged a possible duplicate, the ones failed at their last lapse too;
+    // under `park` none is.
+    const flagged = released.retried + released.failed;
     counts.retried += released.retried;
-    counts.possibleDuplicates += released.retried;
+    counts.possibleDuplicates += flagged;
     counts.failed += released.failed;
     counts.parked += released.parked;
     for (const outcome of ['retried', 'failed', 'parked'] as const) {
       if (released[outcome] > 0) metrics?.events.inc({ outcome }, released[outcome]);
     }
-    if (released.retried > 0) metrics?.events.inc({ outcome: 'possible_duplicate' }, released.retried);
+    if (flagged > 0) metrics?.events.inc({ outcome: 'possible_duplicate' }, flagged);
   }
 
   #needsRenewal(heldUntil: number, now: number): boolean {
