@@ -8,7 +8,10 @@ import { z } from 'zod';
  * written: its case is part of what was hashed and sent before, and changing it would send a
  * contact again.
  */
-export const UUID_FORMAT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const UUID_FORMAT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A UUID typed by a partner, kept as written (see above). */
+export const partnerUuid = z.string().regex(UUID_FORMAT, 'is not a UUID');
 
 /**
  * An id the spec types as UUID, returned in lower case: PostgreSQL folds the case, so one id in two

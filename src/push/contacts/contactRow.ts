@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { ContactMapping, EventRule } from '../../config/configFile.js';
-import { UUID_FORMAT } from '../../partner-api/uuidText.js';
+import { partnerUuid } from '../../partner-api/uuidText.js';
 import type { FileRecord, RowError } from '../readRecords.js';
 
 /** A contact as sent to the platform (spec 4.1), from one valid row of the export. */
@@ -36,7 +36,7 @@ const contactSchema = z.object({
     .pipe(z.email({ error: 'is not an email address' })),
   name: optional(200),
   external_id: optional(255),
-  professional_id: optional(36).pipe(z.string().regex(UUID_FORMAT, 'is not a UUID').nullable()),
+  professional_id: optional(36).pipe(partnerUuid.nullable()),
 });
 
 /** The hash of what would be sent: a changed contact has another one. Key order is fixed. */

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { unstorableReasonIn } from '../../db/storableText.js';
-import { UUID_FORMAT } from '../../partner-api/uuidText.js';
+import { partnerUuid } from '../../partner-api/uuidText.js';
 import type { FileRecord, RowError } from '../readRecords.js';
 import { jsonTextBytes, METADATA_MAX_BYTES } from './metadataSize.js';
 import type { NewEvent } from './outboxSql.js';
@@ -22,7 +22,7 @@ const eventSchema = z
       .min(1, 'is missing')
       .max(200, 'must be at most 200 characters')
       .regex(EVENT_TYPE, 'must be a dotted name such as matter.closed'),
-    professional_id: z.preprocess(blankToNull, z.string().regex(UUID_FORMAT, 'is not a UUID').nullable()),
+    professional_id: z.preprocess(blankToNull, partnerUuid.nullable()),
     metadata: z.preprocess(
       (v) => {
         const blank = blankToNull(v);
