@@ -53,12 +53,15 @@ describe('the CRM inbox when a push fails', () => {
     );
   // The same job across runs, as in `run`: a file is taken once it has not changed since the last.
   let inbox: ReturnType<typeof job> | undefined;
-  const runInbox = () => {
-    inbox ??= job();
-    return runJob({ db, log: quietLog }, inbox, { wait: false }).then(
+  /** A run of `inboxJob`: its outcome, or the error it failed with. */
+  const outcomeOf = (inboxJob: ReturnType<typeof job>) =>
+    runJob({ db, log: quietLog }, inboxJob, { wait: false }).then(
       (run) => run.outcome,
       (error: unknown) => error,
     );
+  const runInbox = () => {
+    inbox ??= job();
+    return outcomeOf(inbox);
   };
   // Two runs: the first sees a file (again), the second takes it, unchanged since (settle 0).
   const takeSettled = async () => {
@@ -304,11 +307,7 @@ describe('the CRM inbox when a push fails', () => {
     const choking = await chokingOn('poison@example.com');
     try {
       const withChoking = job({ api: choking.api });
-      const run = () =>
-        runJob({ db, log: quietLog }, withChoking, { wait: false }).then(
-          (r) => r.outcome,
-          (error: unknown) => error,
-        );
+      const run = () => outcomeOf(withChoking);
       const before = await onPlatform();
       await writeFile(
         join(dir, 'choke.csv'),
@@ -402,11 +401,7 @@ describe('the CRM inbox when a push fails', () => {
     });
     try {
       const withOutage = job({ api: outage.api });
-      const run = () =>
-        runJob({ db, log: quietLog }, withOutage, { wait: false }).then(
-          (r) => r.outcome,
-          (error: unknown) => error,
-        );
+      const run = () => outcomeOf(withOutage);
       const before = await onPlatform();
       await exportOf('outage.csv', 8);
       expect(await run()).toBe('success');
