@@ -192,7 +192,7 @@ export function makeMetrics() {
     }),
     webhooks: new Gauge({
       name: 'review_mirror_webhooks',
-      help: 'Webhooks listed by the platform, by state (active, inactive, failing = last_error recorded).',
+      help: 'Webhooks the platform listed at the last successful health check, by state (active, inactive, failing = last_error recorded).',
       labelNames: ['state'] as const,
       registers,
     }),
@@ -248,7 +248,7 @@ export function makeMetrics() {
     }),
     webhookMissRatio: new Gauge({
       name: 'review_mirror_webhook_miss_ratio',
-      help: 'Share of reviews first seen in the last 24 h that reached us by the feed rather than a webhook.',
+      help: 'Share of reviews first seen in the 24 h before the last successful health check that reached us by the feed rather than a webhook.',
       registers,
     }),
   };

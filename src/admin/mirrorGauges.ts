@@ -2,10 +2,11 @@ import type { Gauge } from 'prom-client';
 import type { Db } from '../db/connect.js';
 import { describeError } from '../errors.js';
 import { JOB } from '../jobs/jobNames.js';
-import { readLastSuccesses } from '../jobs/lastSuccessSql.js';
+import { type LastSuccess, readLastSuccesses } from '../jobs/lastSuccessSql.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import { readCheckpoint } from '../pull/syncStateSql.js';
+import { healthOfCounts, WEBHOOK_STATES } from '../webhooks/health.js';
 
 /** The jobs whose successful run is a walk that reached its end (what `lastCompleteWalk` counts). */
 const WALK_JOBS: readonly string[] = [JOB.reviews, JOB.reconcile, JOB.locations, JOB.professionals];
@@ -13,13 +14,18 @@ const WALK_JOBS: readonly string[] = [JOB.reviews, JOB.reconcile, JOB.locations,
 /**
  * How often every replica reads the freshness gauges from the mirror: the age they give is off
  * by at most this (plus a scrape interval), much less than what the alerts look for (30 minutes).
+ * The webhook gauges lag a health check by as much, on the replica that ran it too: far less than
+ * the check's period (WEBHOOK_HEALTH_CRON, 5 minutes) and the alerts' `for` (15 minutes, 1 hour).
  */
 export const MIRROR_GAUGES_REFRESH_MS = 10_000;
 
 export interface MirrorGaugesDeps {
   readonly db: Db;
   readonly log: Logger;
-  readonly metrics: Pick<Metrics, 'newestReview' | 'lastCompleteWalk' | 'jobLastSuccess'>;
+  readonly metrics: Pick<
+    Metrics,
+    'newestReview' | 'lastCompleteWalk' | 'jobLastSuccess' | 'webhooks' | 'webhookMissRatio'
+  >;
 }
 
 /**
@@ -29,9 +35,15 @@ export interface MirrorGaugesDeps {
  * a timer, never at scrape time: a scrape answers at once from the last values, also while the
  * database is down. A value never moves back: a job of this process may have set a newer one than
  * a read that was under way.
+ *
+ * The webhook gauges (`webhooks{state}`, `webhookMissRatio`) are levels, not times: what the last
+ * successful health check saw, wherever it ran. Set only here, so that a replica that no longer
+ * wins that job does not export what it once saw (a `failing` webhook long gone) for good.
  */
 export class MirrorGauges {
   #timer: NodeJS.Timeout | undefined;
+  /** When the health run whose values the webhook gauges hold finished (ms). */
+  #healthFinishedAt: number | undefined;
   #reading: Promise<boolean> | undefined;
   #failing = false;
 
@@ -85,12 +97,14 @@ export class MirrorGauges {
       if (checkpoint.watermark !== null) {
         await raise(metrics.newestReview, {}, new Date(checkpoint.watermark).getTime() / 1000);
       }
-      for (const [job, at] of successes) {
-        const seconds = at.getTime() / 1000;
+      const health = successes.get(JOB.webhookHealth);
+      if (health !== undefined) this.#setWebhookGauges(health);
+      for (const [job, { finishedAt }] of successes) {
+        const seconds = finishedAt.getTime() / 1000;
         await raise(metrics.jobLastSuccess, { sync_job: job }, seconds);
         if (WALK_JOBS.includes(job)) await raise(metrics.lastCompleteWalk, { sync_job: job }, seconds);
       }
-      if (this.#failing) log.info('freshness gauges read from the database again');
+      if (this.#failing) log.info('freshness and webhook gauges read from the database again');
       this.#failing = false;
       return true;
     } catch (error) {
@@ -98,12 +112,29 @@ export class MirrorGauges {
       if (!this.#failing) {
         log.warn(
           { err: describeError(error) },
-          'freshness gauges not read from the database; they keep their last values',
+          'freshness and webhook gauges not read from the database; they keep their last values',
         );
       }
       this.#failing = true;
       return false;
     }
+  }
+
+  /**
+   * Sets the webhook gauges to what `run` saw, unless they hold a later run's: like the times,
+   * a level never goes back (a database failed over to a standby that lacks the newest run).
+   */
+  #setWebhookGauges(run: LastSuccess): void {
+    const { metrics } = this.deps;
+    const seen = healthOfCounts(run.counts);
+    // Recorded by an older version, which set its replica's gauges itself: left as they are.
+    if (seen === undefined) return;
+    const finishedAt = run.finishedAt.getTime();
+    if (this.#healthFinishedAt !== undefined && finishedAt < this.#healthFinishedAt) return;
+    this.#healthFinishedAt = finishedAt;
+    for (const state of WEBHOOK_STATES) metrics.webhooks.set({ state }, seen.states[state]);
+    // No review first seen in the window: no ratio, and the last one stays.
+    if (seen.miss.ratio !== null) metrics.webhookMissRatio.set(seen.miss.ratio);
   }
 }
 

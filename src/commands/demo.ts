@@ -15,7 +15,6 @@ import { listenForShutdown } from '../shutdownSignal.js';
 import { formatStatus, readStatus } from '../status/report.js';
 import { readLastFinishedRun } from '../status/statusSql.js';
 import { ensureRegistration } from '../webhooks/ensure.js';
-import { checkWebhookHealth } from '../webhooks/health.js';
 
 /** Marks a directory as the demo's own, so a re-run may wipe it and nothing else ever is. */
 const DEMO_MARKER = '.review-mirror-demo';
@@ -168,14 +167,15 @@ function shipped(path: string): string {
 
 /**
  * What WEBHOOK_PUBLIC_URL would do, for the receiver's bound address (known only once it
- * listens): exactly one webhook for it, its secret stored, and the platform's list recorded.
+ * listens): exactly one webhook for it, its secret stored, and the platform's list recorded by
+ * a health run (the start-up one listed none), which the webhook gauges are read from.
  */
 async function registerDemoWebhook(ctx: Context, daemon: RunningDaemon): Promise<void> {
-  const { db, api, metrics, webhooks } = daemon;
+  const { db, api, webhooks } = daemon;
   if (api === undefined) throw new Error('the demo daemon has no platform client');
   const deps = { api, db, secrets: webhooks.secrets, log: ctx.log };
   await ensureRegistration({ ...deps, haveConfiguredSecrets: false }, webhooks.url);
-  await checkWebhookHealth({ ...deps, metrics });
+  await daemon.scheduler.trigger(JOB.webhookHealth);
 }
 
 async function claimDemoDir(dir: string): Promise<void> {

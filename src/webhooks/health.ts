@@ -1,10 +1,16 @@
 import type { Db } from '../db/connect.js';
+import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import type { Logger } from '../log.js';
-import type { Metrics } from '../metrics.js';
 import type { PartnerApi } from '../partner-api/client.js';
 import type { Webhook } from '../partner-api/webhooksSchema.js';
 import type { SigningSecrets } from './secrets.js';
-import { listStoredWebhooks, readWebhookMissRate, recordListedWebhooks } from './webhooksSql.js';
+import {
+  listStoredWebhooks,
+  type MissRate,
+  missRate,
+  readWebhookMissRate,
+  recordListedWebhooks,
+} from './webhooksSql.js';
 
 export type WebhookState = 'active' | 'inactive' | 'failing';
 export const WEBHOOK_STATES: readonly WebhookState[] = ['active', 'inactive', 'failing'];
@@ -31,15 +37,26 @@ export interface HealthCheckDeps {
   readonly db: Db;
   readonly secrets: SigningSecrets;
   readonly log: Logger;
-  readonly metrics?: Metrics | undefined;
+}
+
+/** What one health check saw: the platform's list, its webhooks by state, and the miss rate. */
+export interface WebhookHealth {
+  readonly listed: Webhook[];
+  readonly states: Record<WebhookState, number>;
+  readonly miss: MissRate;
 }
 
 /**
  * The scheduled health poll: reads the platform's webhook list, records state and last_error of
- * each, refreshes the accepted secrets, and updates the gauges (including the miss rate).
+ * each, refreshes the accepted secrets, and returns what it saw with the miss rate. It sets no
+ * gauge: its run records what it saw (`countHealth`), and every replica's gauges read that from
+ * the database (`MirrorGauges`), so none keeps a level that only it saw.
  */
-export async function checkWebhookHealth(deps: HealthCheckDeps, signal?: AbortSignal): Promise<Webhook[]> {
-  const { db, log, metrics } = deps;
+export async function checkWebhookHealth(
+  deps: HealthCheckDeps,
+  signal?: AbortSignal,
+): Promise<WebhookHealth> {
+  const { db, log } = deps;
   const before = new Map((await listStoredWebhooks(db.knex, db)).map((w) => [w.id, w.last_error]));
   const listed = await deps.api.webhooks.list(signal);
   await recordListedWebhooks(db.knex, db, listed);
@@ -50,11 +67,30 @@ export async function checkWebhookHealth(deps: HealthCheckDeps, signal?: AbortSi
       log.warn({ webhookId: w.id, lastError: w.last_error }, 'platform recorded a webhook delivery failure');
     }
   }
-  if (metrics) {
-    const counts = countStates(listed);
-    for (const state of WEBHOOK_STATES) metrics.webhooks.set({ state }, counts[state]);
-    const miss = await readWebhookMissRate(db.knex, db);
-    if (miss.ratio !== null) metrics.webhookMissRatio.set(miss.ratio);
-  }
-  return listed;
+  return { listed, states: countStates(listed), miss: await readWebhookMissRate(db.knex, db) };
+}
+
+/** The miss rate's counts in a health run's counts (`sync_runs.counts`); the states are keyed by name. */
+const MISS_KEYS = { feed: 'first_seen_by_feed', webhook: 'first_seen_by_webhook' } as const;
+
+/** Records `health` in its run's counts: what the webhook gauges of every replica are read from. */
+export function countHealth(counts: RunCounts, health: WebhookHealth): void {
+  addCount(counts, 'listed', health.listed.length);
+  for (const state of WEBHOOK_STATES) addCount(counts, state, health.states[state]);
+  addCount(counts, MISS_KEYS.feed, health.miss.feed);
+  addCount(counts, MISS_KEYS.webhook, health.miss.webhook);
+}
+
+/**
+ * What a health run recorded with `countHealth`, or undefined for a run recorded by a version
+ * that kept it in its own gauges only (`listed` alone).
+ */
+export function healthOfCounts(counts: RunCounts): Omit<WebhookHealth, 'listed'> | undefined {
+  const keys = [...WEBHOOK_STATES, MISS_KEYS.feed, MISS_KEYS.webhook];
+  if (!keys.every((key) => typeof counts[key] === 'number')) return undefined;
+  const n = (key: string) => counts[key] as number;
+  return {
+    states: { active: n('active'), inactive: n('inactive'), failing: n('failing') },
+    miss: missRate(n(MISS_KEYS.feed), n(MISS_KEYS.webhook)),
+  };
 }

@@ -8,7 +8,7 @@ import type { Logger, SecretScrubber } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { PartnerApi } from '../partner-api/client.js';
 import { ensureRegistration } from './ensure.js';
-import { checkWebhookHealth } from './health.js';
+import { checkWebhookHealth, countHealth } from './health.js';
 import { Inbox } from './inbox.js';
 import { SigningSecrets } from './secrets.js';
 import { loadTls, makeWebhookServer } from './server.js';
@@ -56,8 +56,7 @@ export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookR
       addCount(counts, 'removed', plan.remove.length);
       registrationEnsured = true;
     }
-    const listed = await checkWebhookHealth({ api, db, secrets, log, metrics }, signal);
-    addCount(counts, 'listed', listed.length);
+    countHealth(counts, await checkWebhookHealth({ api, db, secrets, log }, signal));
   };
   const inbox = new Inbox({ db, log, metrics, commitTimeoutMs: config.webhook.commitTimeoutMs });
   const tls = loadTls(config.webhook);
@@ -87,9 +86,10 @@ export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookR
     jobs.push({
       name: JOB.webhookHealth,
       schedule: config.webhook.healthCron,
-      // Registers WEBHOOK_PUBLIC_URL and fills the gauges at once, while the receiver already
-      // serves, even with the poll "off"; a platform that is down only delays this (the next tick
-      // tries again).
+      // Registers WEBHOOK_PUBLIC_URL and records the platform's list at once, while the receiver
+      // already serves, even with the poll "off"; a platform that is down only delays this (the
+      // next tick tries again). The webhook gauges follow from the run's record at the next
+      // refresh of every replica's MirrorGauges (within 10 s), this one's included.
       runAtStart: true,
       run: (counts, signal) => healthJob(api, counts, signal),
     });

@@ -154,7 +154,10 @@ export async function readWebhookMissRate(q: Queryable, db: Tables, windowHours 
     .groupBy('source')
     .select('source', q.raw('count(*) as n'));
   const count = (source: string) => Number(rows.find((r) => r.source === source)?.n ?? 0);
-  const feed = count('feed');
-  const webhook = count('webhook');
+  return missRate(count('feed'), count('webhook'));
+}
+
+/** The rate of `feed` first sightings among `feed + webhook`: none when both are 0. */
+export function missRate(feed: number, webhook: number): MissRate {
   return { feed, webhook, ratio: feed + webhook === 0 ? null : feed / (feed + webhook) };
 }

@@ -1,12 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MirrorGauges } from '../../src/admin/mirrorGauges.js';
 import { parseConfig } from '../../src/config/schema.js';
 import type { Db } from '../../src/db/connect.js';
+import { JOB } from '../../src/jobs/jobNames.js';
+import { runJob } from '../../src/jobs/runner.js';
 import { makeLogger, SecretScrubber } from '../../src/log.js';
 import { makeMetrics } from '../../src/metrics.js';
 import { makePartnerApi, type PartnerApi, partnerApiOptions } from '../../src/partner-api/client.js';
 import { syncReviews } from '../../src/pull/syncReviews.js';
 import type { SandboxControl } from '../../src/sandbox/controlClient.js';
-import { checkWebhookHealth } from '../../src/webhooks/health.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../src/webhooks/receiver.js';
 import { signDelivery } from '../../src/webhooks/signature.js';
 import { markWebhookDeleted, readWebhookMissRate, saveRegistration } from '../../src/webhooks/webhooksSql.js';
@@ -157,11 +159,14 @@ describe('webhook receiver with the sandbox delivering', () => {
     const [delivery] = await deliveriesOf([review!.id]);
     expect(delivery!.attempts).toHaveLength(4);
 
-    const listed = await checkWebhookHealth({ api, db, secrets: receiver.secrets, log, metrics });
-    expect(listed.find((w) => w.id === broken.id)?.last_error).toMatch(/HTTP 404/);
+    // The health job as the daemon runs it: its run records what it saw, the gauges read that.
+    const health = receiver.jobs.find((job) => job.name === JOB.webhookHealth)!;
+    const run = await runJob({ db, log, metrics }, health, { wait: false });
+    expect(run.counts).toMatchObject({ listed: 1, active: 0, inactive: 0, failing: 1 });
     const row = await db.knex(db.table('webhooks')).where({ id: broken.id }).first();
     expect(row.last_error).toMatch(/HTTP 404/);
     expect(row.checked_at).not.toBeNull();
+    expect(await new MirrorGauges({ db, log, metrics }).refresh()).toBe(true);
     const gauge = (await metrics.webhooks.get()).values.find((v) => v.labels.state === 'failing');
     expect(gauge?.value).toBe(1);
     // Nothing of the dropped delivery reached the table: the poll is what fills this gap.
