@@ -6,6 +6,8 @@ export interface FakeRequest {
   /** The path after `/api/v1/partner`, e.g. `/reviews`. */
   readonly path: string;
   readonly query: URLSearchParams;
+  /** The request's body as text ('' for none). */
+  readonly body: string;
 }
 
 export interface FakeAnswer {
@@ -27,11 +29,22 @@ export interface FakePlatform {
  */
 export async function startFakePlatform(answer: (req: FakeRequest) => FakeAnswer): Promise<FakePlatform> {
   let requests = 0;
-  const server = createServer((req, res) => {
+  const server = createServer(async (req, res) => {
     requests++;
     const url = new URL(req.url ?? '/', 'http://fake');
     const path = url.pathname.replace(/^\/api\/v1\/partner/, '');
-    const { status, body } = answer({ method: req.method ?? 'GET', path, query: url.searchParams });
+    const chunks: Buffer[] = [];
+    try {
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+    } catch {
+      return; // the client went away mid-body: nobody to answer
+    }
+    const { status, body } = answer({
+      method: req.method ?? 'GET',
+      path,
+      query: url.searchParams,
+      body: Buffer.concat(chunks).toString('utf8'),
+    });
     const text = typeof body === 'string' ? body : JSON.stringify(body);
     res.writeHead(status, { 'content-type': 'application/json' }).end(text);
   });

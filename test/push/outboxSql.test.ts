@@ -293,6 +293,30 @@ describe('outbox SQL', () => {
     );
   });
 
+  it('files and the CLI count a key in characters, as enqueue_event does, not in UTF-16 units', async () => {
+    const fields = (key: string) => ({ key, email: 'ana@example.com', event_type: 'matter.closed' });
+    // 500 characters, 1,000 UTF-16 units: taken by both.
+    const emoji = '🎉'.repeat(500);
+    expect(toNewEvent(fields(emoji), 'file')).toHaveProperty('key', emoji);
+    expect((await enqueueViaSql('ana@example.com', 'matter.closed', emoji, undefined)).rows[0].enqueued).toBe(
+      true,
+    );
+    // One character more: refused by both.
+    const over = `${emoji}x`;
+    expect(toNewEvent(fields(over), 'file')).toEqual({
+      field: 'key',
+      reason: 'must be at most 500 characters',
+    });
+    await expect(enqueueViaSql('ana@example.com', 'matter.closed', over, undefined)).rejects.toThrow(
+      'enqueue_event: idempotency_key must be 1 to 500 characters',
+    );
+    expect(toNewEvent({ ...fields('k'), contact_id: '🎉'.repeat(200) }, 'file')).toHaveProperty('key', 'k');
+    expect(toNewEvent({ ...fields('k'), contact_id: '🎉'.repeat(201) }, 'file')).toEqual({
+      field: 'contact_id',
+      reason: 'must be at most 200 characters',
+    });
+  });
+
   it('files and the CLI refuse metadata by the same size as enqueue_event, byte for byte', async () => {
     const samples: unknown[] = [
       {},

@@ -146,3 +146,54 @@ describe('contacts and events accepted with a body that is not JSON', () => {
     expect(posts.events).toBe(2);
   });
 });
+
+/**
+ * A record the platform chokes on (500 on every push while it takes the others) is given up at
+ * its third push in a row: `contacts push` says so in its summary line, apart from other failures.
+ */
+describe('a contact the platform fails on every push while it takes the others', () => {
+  const posts = { contacts: 0, poison: 0 };
+  const cli = cliFixture(({ method, path, body }) => {
+    if (method === 'POST' && path === '/contacts') {
+      posts.contacts++;
+      if (body.includes('poison@example.com')) {
+        posts.poison++;
+        return { status: 500, body: { error: 'internal error' } };
+      }
+      return { status: 201, body: { contact: { id: `c-${posts.contacts}` }, created: true } };
+    }
+    // The probe before a contact is given up: the platform still answers.
+    if (method === 'GET' && path === '/reviews') {
+      return {
+        status: 200,
+        body: { reviews: [], pagination: { count: 0, has_more: false, next_cursor: null } },
+      };
+    }
+    return { status: 404, body: { error: 'not found' } };
+  });
+
+  it('counts it given up in the summary line at its third push, and only there', async () => {
+    const file = join(cli.dir, 'choke.csv');
+    await writeFile(
+      file,
+      'external_id,email\nc1,c1@example.com\npoison,poison@example.com\nc2,c2@example.com\n',
+    );
+    const env = { ...cli.env, API_MAX_RETRIES: '0' };
+    const lines: string[] = [];
+    for (let push = 1; push <= 4; push++) {
+      const result = await runCli(['contacts', 'push', file], env);
+      expect(result.code, result.stderr).toBe(1);
+      lines.push(
+        result.stdout.split('\n')[0]!.replace(/^contacts: read=3 valid=3 rejected=0 replaced=0 /, ''),
+      );
+    }
+    expect(lines).toEqual([
+      'unchanged=0 sent=2 failed=1',
+      'unchanged=2 sent=0 failed=1',
+      'unchanged=2 sent=0 failed=1 given_up=1',
+      // A later push sends it again, its streak begun afresh.
+      'unchanged=2 sent=0 failed=1',
+    ]);
+    expect(posts).toEqual({ contacts: 6, poison: 4 });
+  });
+});
