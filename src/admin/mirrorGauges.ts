@@ -42,8 +42,6 @@ export interface MirrorGaugesDeps {
  */
 export class MirrorGauges {
   #timer: NodeJS.Timeout | undefined;
-  /** When the health run whose values the webhook gauges hold finished (ms). */
-  #healthFinishedAt: number | undefined;
   #reading: Promise<boolean> | undefined;
   #failing = false;
 
@@ -121,20 +119,23 @@ export class MirrorGauges {
   }
 
   /**
-   * Sets the webhook gauges to what `run` saw, unless they hold a later run's: like the times,
-   * a level never goes back (a database failed over to a standby that lacks the newest run).
+   * Sets the webhook gauges to what `run`, the newest successful health run, saw. Levels follow
+   * the database as it is, with no hold on a value once read: reads come one at a time, each
+   * seeing every run the last one saw (unless the database lost it, when it is the truth).
    */
   #setWebhookGauges(run: LastSuccess): void {
     const { metrics } = this.deps;
     const seen = healthOfCounts(run.counts);
-    // Recorded by an older version, which set its replica's gauges itself: left as they are.
-    if (seen === undefined) return;
-    const finishedAt = run.finishedAt.getTime();
-    if (this.#healthFinishedAt !== undefined && finishedAt < this.#healthFinishedAt) return;
-    this.#healthFinishedAt = finishedAt;
+    if (seen === undefined) {
+      // Recorded by an older version (a rolling upgrade), which exports what it saw on its own
+      // replica: this one exports nothing, so that max() over replicas is that newer check.
+      metrics.webhooks.reset();
+      metrics.webhookMissRatio.reset();
+      return;
+    }
     for (const state of WEBHOOK_STATES) metrics.webhooks.set({ state }, seen.states[state]);
-    // No review first seen in the window: no ratio, and the last one stays.
-    if (seen.miss.ratio !== null) metrics.webhookMissRatio.set(seen.miss.ratio);
+    // No review first seen in the window: none missed, on every replica alike.
+    metrics.webhookMissRatio.set(seen.miss.ratio ?? 0);
   }
 }
 

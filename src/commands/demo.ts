@@ -175,7 +175,13 @@ async function registerDemoWebhook(ctx: Context, daemon: RunningDaemon): Promise
   if (api === undefined) throw new Error('the demo daemon has no platform client');
   const deps = { api, db, secrets: webhooks.secrets, log: ctx.log };
   await ensureRegistration({ ...deps, haveConfiguredSecrets: false }, webhooks.url);
-  await daemon.scheduler.trigger(JOB.webhookHealth);
+  await daemon.scheduler.triggerAfresh(JOB.webhookHealth);
+  const run = await readLastFinishedRun(db.knex, db, JOB.webhookHealth);
+  if (run?.outcome !== 'success') {
+    throw new Error(
+      `the webhook health check after registering failed (${run?.outcome ?? 'no run'}): see the log`,
+    );
+  }
 }
 
 async function claimDemoDir(dir: string): Promise<void> {

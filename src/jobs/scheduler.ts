@@ -85,6 +85,15 @@ export class Scheduler {
     if (spec.runAtStart) void this.trigger(spec.name);
   }
 
+  /**
+   * Runs the job once, in a run that begins after this call: after the one under way here, if
+   * any, has ended (it may have read the world before what the caller just did). Never rejects.
+   */
+  async triggerAfresh(name: string): Promise<void> {
+    await this.#running.get(name);
+    return this.trigger(name);
+  }
+
   /** Runs the job now unless it is already running here; resolves when that run ends, never rejects. */
   trigger(name: string): Promise<void> {
     const spec = this.#specs.get(name);

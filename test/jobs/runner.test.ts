@@ -69,6 +69,32 @@ describe('the job runner and scheduler', () => {
     await scheduler.stop(1_000);
   });
 
+  it('runs a job afresh after the run under way, for a caller that changed what the run reads', async () => {
+    const scheduler = new Scheduler({ db, log: quietLog });
+    const body = gate();
+    const started: number[] = [];
+    const ended: number[] = [];
+    scheduler.add({
+      name: 'webhook-health',
+      schedule: 'off',
+      run: async () => {
+        started.push(performance.now());
+        if (started.length === 1) await body.opened;
+        ended.push(performance.now());
+      },
+    });
+    const underWay = scheduler.trigger('webhook-health');
+    const afresh = scheduler.triggerAfresh('webhook-health');
+    body.open();
+    await Promise.all([underWay, afresh]);
+    expect(started).toHaveLength(2);
+    expect(started[1]).toBeGreaterThanOrEqual(ended[0]!);
+    // With nothing under way, it runs at once.
+    await scheduler.triggerAfresh('webhook-health');
+    expect(started).toHaveLength(3);
+    await scheduler.stop(1_000);
+  });
+
   it('counts a run skipped because another replica holds the job as skipped and leaves last success alone', async () => {
     const metrics = makeMetrics();
     const scheduler = new Scheduler({ db, log: quietLog, metrics });

@@ -53,31 +53,33 @@ describe('webhook gauges read from the last successful health run', () => {
     first_seen_by_webhook: webhook,
   });
 
-  it('leaves the gauges alone for a run recorded by an older version, without the counts', async () => {
-    await recordRun('2030-01-01T10:00:00Z', { listed: 2 });
-    // The ratio, without labels, reads 0 from start-up, as before any check.
-    expect(await read()).toEqual({ states: {}, ratio: 0 });
-  });
-
   it('sets every state and the ratio from the last successful run; a failed run counts for nothing', async () => {
     await recordRun('2030-01-01T11:00:00Z', seen(1, 3, 1));
     await recordRun('2030-01-01T11:05:00Z', seen(0, 0, 0), 'failed');
     expect(await read()).toEqual({ states: { active: 1, inactive: 0, failing: 1 }, ratio: 0.75 });
   });
 
-  it('keeps the last ratio when a run saw no review first seen in the window', async () => {
+  it('reads a ratio of 0 when a run saw no review first seen in the window, whatever this replica held', async () => {
     await recordRun('2030-01-01T12:00:00Z', seen(0, 0, 0));
-    expect(await read()).toEqual({ states: { active: 1, inactive: 0, failing: 0 }, ratio: 0.75 });
+    expect(await read()).toEqual({ states: { active: 1, inactive: 0, failing: 0 }, ratio: 0 });
   });
 
-  it('never goes back to an older run’s values, even when the newest run is no longer in the database', async () => {
+  it('follows the newest run the database has, also an older one after the newest is gone', async () => {
     const newest = await recordRun('2030-01-01T13:00:00Z', seen(2, 1, 1));
     expect(await read()).toEqual({ states: { active: 1, inactive: 0, failing: 2 }, ratio: 0.5 });
-    // As after a failover to a standby that lacks it: the last success is the 12:00 run again.
+    // As after a failover to a standby that lacks it: the database is the truth.
     await db.knex(db.table('sync_runs')).where({ id: newest }).delete();
-    expect(await read()).toEqual({ states: { active: 1, inactive: 0, failing: 2 }, ratio: 0.5 });
-    // A run that finished at the same time as the one applied is applied.
-    await recordRun('2030-01-01T13:00:00Z', seen(0, 1, 0));
-    expect(await read()).toEqual({ states: { active: 1, inactive: 0, failing: 0 }, ratio: 1 });
+    expect(await read()).toEqual({ states: { active: 1, inactive: 0, failing: 0 }, ratio: 0 });
+  });
+
+  it('exports no webhook gauge while the newest run was recorded by an older version, which exports its own', async () => {
+    await recordRun('2030-01-01T14:00:00Z', seen(1, 1, 0));
+    expect(await read()).toEqual({ states: { active: 1, inactive: 0, failing: 1 }, ratio: 1 });
+    // A rolling upgrade: an older replica checked last and recorded only what it listed.
+    await recordRun('2030-01-01T14:05:00Z', { listed: 1 });
+    expect(await read()).toEqual({ states: {}, ratio: 0 });
+    // This version checks again: its values are back.
+    await recordRun('2030-01-01T14:10:00Z', seen(0, 1, 1));
+    expect(await read()).toEqual({ states: { active: 1, inactive: 0, failing: 0 }, ratio: 0.5 });
   });
 });
