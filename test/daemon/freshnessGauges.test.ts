@@ -1,7 +1,7 @@
 import { rm } from 'node:fs/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseMetricsText } from '../../bench/metricsText.js';
-import { openDb } from '../../src/db/connect.js';
+import { type Db, openDb } from '../../src/db/connect.js';
 import { CliProcess, freePort, runCli, waitForHttp } from '../helpers/cli.js';
 import { type DaemonSetup, daemonSetup } from '../helpers/daemon.js';
 import { dropSchema, POSTGRES_URL } from '../helpers/db.js';
@@ -9,6 +9,33 @@ import { scrapeMetrics } from '../helpers/metrics.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { startTcpProxy } from '../helpers/tcpProxy.js';
 import { waitFor } from '../helpers/wait.js';
+
+/** A `run` replica on the local PostgreSQL that schedules nothing (jobs that run at start still do). */
+const NO_SCHEDULE = {
+  DATABASE_URL: POSTGRES_URL,
+  SYNC_REVIEWS_CRON: 'off',
+  SYNC_DIRECTORY_CRON: 'off',
+  SYNC_RECONCILE_CRON: 'off',
+  WEBHOOK_HEALTH_CRON: 'off',
+  SHUTDOWN_GRACE_SECONDS: '2',
+};
+
+/** Reads the replicas' database directly, as the test's oracle. */
+async function inMirror<T>(schema: string, read: (db: Db) => Promise<T>): Promise<T> {
+  const db = await openDb({ url: POSTGRES_URL, schema, poolMax: 1, dataDir: undefined });
+  try {
+    return await read(db);
+  } finally {
+    await db.close();
+  }
+}
+
+async function cleanUp(sandbox: TestSandbox | undefined, setup: DaemonSetup | undefined): Promise<void> {
+  await sandbox?.close();
+  if (setup === undefined) return;
+  await dropSchema(setup.schema, POSTGRES_URL);
+  await rm(setup.dataDir, { recursive: true, force: true });
+}
 
 const NEWEST = 'review_mirror_newest_review_timestamp_seconds';
 const walk = (job: string) => `review_mirror_last_complete_walk_timestamp_seconds{sync_job="${job}"}`;
@@ -23,30 +50,17 @@ const success = (job: string) => `review_mirror_job_last_success_timestamp_secon
 describe('freshness gauges of a replica that has run no job', () => {
   let sandbox: TestSandbox | undefined;
   let setup: DaemonSetup | undefined;
-  afterAll(async () => {
-    await sandbox?.close();
-    if (setup === undefined) return;
-    await dropSchema(setup.schema, POSTGRES_URL);
-    await rm(setup.dataDir, { recursive: true, force: true });
-  });
+  afterAll(() => cleanUp(sandbox, setup));
 
   it('reports the mirror’s values from start-up, follows walks done elsewhere, and scrapes at once with the database hung', {
     timeout: 120_000,
   }, async () => {
     sandbox = await testSandbox({ seedReviews: 30, seed: 23 });
     const proxy = await startTcpProxy();
-    setup = await daemonSetup(sandbox, {
-      DATABASE_URL: POSTGRES_URL,
-      SYNC_REVIEWS_CRON: 'off',
-      SYNC_DIRECTORY_CRON: 'off',
-      SYNC_RECONCILE_CRON: 'off',
-      WEBHOOK_HEALTH_CRON: 'off',
-      SHUTDOWN_GRACE_SECONDS: '2',
-    });
+    setup = await daemonSetup(sandbox, NO_SCHEDULE);
     const { env, adminPort } = setup;
-    const mirror = async () => {
-      const db = await openDb({ url: POSTGRES_URL, schema: setup!.schema, poolMax: 1, dataDir: undefined });
-      try {
+    const mirror = () =>
+      inMirror(setup!.schema, async (db) => {
         const state = await db.knex(db.table('sync_state')).where({ job: 'reviews' }).first();
         const runs: Array<{ job: string; at: Date }> = await db
           .knex(db.table('sync_runs'))
@@ -57,10 +71,7 @@ describe('freshness gauges of a replica that has run no job', () => {
           watermark: (state.watermark as Date).getTime() / 1000,
           finished: new Map(runs.map((r) => [r.job, new Date(r.at).getTime() / 1000])),
         };
-      } finally {
-        await db.close();
-      }
-    };
+      });
     const scrape = async () => {
       const res = await fetch(`http://127.0.0.1:${adminPort}/metrics`, {
         signal: AbortSignal.timeout(1_000),
@@ -135,39 +146,23 @@ const MISS_RATIO = 'review_mirror_webhook_miss_ratio';
 describe('webhook gauges of a replica that no longer runs the health check', () => {
   let sandbox: TestSandbox | undefined;
   let setup: DaemonSetup | undefined;
-  afterAll(async () => {
-    await sandbox?.close();
-    if (setup === undefined) return;
-    await dropSchema(setup.schema, POSTGRES_URL);
-    await rm(setup.dataDir, { recursive: true, force: true });
-  });
+  afterAll(() => cleanUp(sandbox, setup));
 
   it('reports what the last health check recorded, wherever it ran', { timeout: 180_000 }, async () => {
     // Time scaled down: a delivery's retries after 1, 5 and 30 minutes take about two seconds.
     sandbox = await testSandbox({ timeScale: 0.001, allowHttpWebhooks: true });
     const { control, companyId } = sandbox;
-    setup = await daemonSetup(sandbox, {
-      DATABASE_URL: POSTGRES_URL,
-      SYNC_REVIEWS_CRON: 'off',
-      SYNC_DIRECTORY_CRON: 'off',
-      SYNC_RECONCILE_CRON: 'off',
-      // Each replica checks once, at start-up only.
-      WEBHOOK_HEALTH_CRON: 'off',
-      SHUTDOWN_GRACE_SECONDS: '2',
-    });
+    // Each replica checks once, at start-up only.
+    setup = await daemonSetup(sandbox, NO_SCHEDULE);
     const { env, adminPort } = setup;
-    const healthRuns = async () => {
-      const db = await openDb({ url: POSTGRES_URL, schema: setup!.schema, poolMax: 1, dataDir: undefined });
-      try {
+    const healthRuns = () =>
+      inMirror(setup!.schema, async (db) => {
         const runs: Array<{ counts: Record<string, number> }> = await db
           .knex(db.table('sync_runs'))
           .where({ job: 'webhook-health', outcome: 'success' })
           .orderBy('started_at');
         return runs.map((r) => r.counts);
-      } finally {
-        await db.close();
-      }
-    };
+      });
     const register = async (url: string) => {
       const result = await runCli(['webhooks', 'register', '--url', url], env);
       expect(result.code, result.stderr).toBe(0);
