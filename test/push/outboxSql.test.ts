@@ -293,6 +293,7 @@ describe('outbox SQL', () => {
     );
   });
 
+  // zod's max() counts code points, as PostgreSQL's length() does; this pins that agreement.
   it('files and the CLI count a key in characters, as enqueue_event does, not in UTF-16 units', async () => {
     const fields = (key: string) => ({ key, email: 'ana@example.com', event_type: 'matter.closed' });
     // 500 characters, 1,000 UTF-16 units: taken by both.
