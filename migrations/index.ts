@@ -14,6 +14,7 @@ import * as directoryQuarantine from './013_directory_quarantine.js';
 import * as eventKeysGate from './014_event_keys_gate.js';
 import * as eventLapsesAndBounds from './015_event_lapses_and_bounds.js';
 import * as contactUnavailableStreak from './016_contact_unavailable_streak.js';
+import * as syncRunsRetention from './017_sync_runs_retention.js';
 
 export interface Migration {
   readonly name: string;
@@ -37,4 +38,5 @@ export const migrations: readonly Migration[] = [
   { name: '014_event_keys_gate', up: eventKeysGate.up },
   { name: '015_event_lapses_and_bounds', up: eventLapsesAndBounds.up },
   { name: '016_contact_unavailable_streak', up: contactUnavailableStreak.up },
+  { name: '017_sync_runs_retention', up: syncRunsRetention.up },
 ];

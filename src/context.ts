@@ -1,6 +1,7 @@
 import { loadConfig } from './config/load.js';
 import { type Config, configSecrets } from './config/schema.js';
 import { type Db, type DbOptions, dbOptionsFromConfig, openDb } from './db/connect.js';
+import type { RunnerDeps } from './jobs/runner.js';
 import { type Logger, makeLogger, SecretScrubber } from './log.js';
 
 /** What every command starts from: the parsed configuration, a logger that cannot leak secrets. */
@@ -41,4 +42,16 @@ export async function withDb<T>(
   } finally {
     await db.close();
   }
+}
+
+/** How a command runs its jobs: with its logger, under leases of the configured length, runs kept as configured. */
+export function runnerDeps(ctx: Context, db: Db, metrics?: RunnerDeps['metrics']): RunnerDeps {
+  return {
+    db,
+    log: ctx.log,
+    metrics,
+    scrubber: ctx.scrubber,
+    lease: { seconds: ctx.config.jobs.leaseSeconds },
+    runRetentionDays: ctx.config.jobs.runRetentionDays,
+  };
 }

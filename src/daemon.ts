@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MirrorGauges } from './admin/mirrorGauges.js';
 import { makeAdminServer } from './admin/server.js';
-import type { Context } from './context.js';
+import { type Context, runnerDeps } from './context.js';
 import { type Db, dbOptionsFromConfig, openDb } from './db/connect.js';
 import { migrate } from './db/migrate.js';
 import { describeError } from './errors.js';
@@ -209,13 +209,7 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
 
     // The one place where jobs are registered. Nothing runs before both servers listen, and the
     // scheduler is stopped first: no job starts once shutdown began.
-    const scheduler = new Scheduler({
-      db,
-      log,
-      metrics,
-      scrubber: ctx.scrubber,
-      lease: { seconds: config.jobs.leaseSeconds },
-    });
+    const scheduler = new Scheduler(runnerDeps(ctx, db, metrics));
     const pull = {
       db,
       log,

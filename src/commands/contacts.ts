@@ -1,7 +1,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfigFile } from '../config/configFile.js';
 import { requireApi } from '../config/schema.js';
-import { type Context, commandAction, withDb } from '../context.js';
+import { type Context, commandAction, runnerDeps, withDb } from '../context.js';
 import { migrate } from '../db/migrate.js';
 import { JOB } from '../jobs/jobNames.js';
 import { NO_FENCE } from '../jobs/lease.js';
@@ -88,7 +88,7 @@ async function runPush(ctx: Context, file: string, flags: PushFlags): Promise<vo
       if (options.dryRun) await push({}, shutdown.signal);
       else
         await runJob(
-          { db, log: ctx.log, scrubber: ctx.scrubber, lease: { seconds: ctx.config.jobs.leaseSeconds } },
+          runnerDeps(ctx, db),
           { name: JOB.contactsPush, lease: JOB.contactsInbox, run: push },
           { wait: true, signal: shutdown.signal },
         );

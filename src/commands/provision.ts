@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { Command } from 'commander';
 import { requireApi } from '../config/schema.js';
-import { commandAction, withDb } from '../context.js';
+import { commandAction, runnerDeps, withDb } from '../context.js';
 import { migrate } from '../db/migrate.js';
 import { describeError } from '../errors.js';
 import { JOB } from '../jobs/jobNames.js';
@@ -55,12 +55,7 @@ export function provisionCommand(): Command {
             if (options.dryRun) await run({}, shutdown.signal);
             else
               await runJob(
-                {
-                  db,
-                  log: ctx.log,
-                  scrubber: ctx.scrubber,
-                  lease: { seconds: ctx.config.jobs.leaseSeconds },
-                },
+                runnerDeps(ctx, db),
                 { name: JOB.provision, run },
                 { wait: true, signal: shutdown.signal },
               );

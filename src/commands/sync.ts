@@ -1,6 +1,6 @@
 import { Argument, Command } from 'commander';
 import { requireApi } from '../config/schema.js';
-import { type Context, commandAction, withDb } from '../context.js';
+import { type Context, commandAction, runnerDeps, withDb } from '../context.js';
 import { migrate } from '../db/migrate.js';
 import { runJob } from '../jobs/runner.js';
 import { makePartnerApi, partnerApiOptions } from '../partner-api/client.js';
@@ -74,14 +74,10 @@ async function runSync(
         detailConcurrency: ctx.config.sync.detailConcurrency,
       };
       for (const job of pullJobs(pull, target, options.full, options.range)) {
-        const run = await runJob(
-          { db, log: ctx.log, scrubber: ctx.scrubber, lease: { seconds: ctx.config.jobs.leaseSeconds } },
-          job,
-          {
-            wait: true,
-            signal: stop.signal,
-          },
-        );
+        const run = await runJob(runnerDeps(ctx, db), job, {
+          wait: true,
+          signal: stop.signal,
+        });
         const counts = Object.entries(run.counts)
           .map(([k, v]) => `${k}=${v}`)
           .join(' ');

@@ -119,6 +119,7 @@ export const envSchema = z
       .int('must be a whole number')
       .min(3, 'must be at least 3')
       .default(30),
+    SYNC_RUNS_RETENTION_DAYS: positiveInt(90),
     DATA_DIR: z.string().trim().min(1, 'must not be empty').default('./data'),
     HTTP_PORT: port(8080),
     ADMIN_PORT: port(9464),
@@ -232,6 +233,8 @@ export interface Config {
   readonly jobs: {
     /** How long a replica holds an exclusive job's lease without renewing it. */
     readonly leaseSeconds: number;
+    /** How long a job's runs stay in `sync_runs` (its last successful one stays whatever its age). */
+    readonly runRetentionDays: number;
   };
   readonly dataDir: string;
   readonly http: { readonly host: string; readonly port: number };
@@ -333,7 +336,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_SECONDS * 1000,
       pooler: e.DB_POOLER,
     },
-    jobs: { leaseSeconds: e.JOB_LEASE_SECONDS },
+    jobs: { leaseSeconds: e.JOB_LEASE_SECONDS, runRetentionDays: e.SYNC_RUNS_RETENTION_DAYS },
     dataDir: e.DATA_DIR,
     http: { host: e.HTTP_HOST, port: e.HTTP_PORT },
     admin: { host: e.ADMIN_HOST, port: e.ADMIN_PORT },

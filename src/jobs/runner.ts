@@ -6,7 +6,7 @@ import type { JobName } from './jobNames.js';
 import { CLI_LEASE_WAIT_MS, type Fence, JobLease, type LeaseSettings, NO_FENCE } from './lease.js';
 import { REPLICA_ID } from './replicaIdentity.js';
 import type { RunCounts } from './runCounts.js';
-import { type ErrorKind, finishRun, startRun } from './syncRunsSql.js';
+import { type ErrorKind, finishRun, pruneRuns, startRun } from './syncRunsSql.js';
 
 /**
  * What a run knows of itself: its `sync_runs.id` (undefined when not exclusive), for rows that
@@ -52,9 +52,12 @@ export interface RunnerDeps {
   readonly scrubber?: SecretScrubber | undefined;
   /** Whose leases, and for how long; default this process for DEFAULT_LEASE_SECONDS. */
   readonly lease?: Partial<LeaseSettings> | undefined;
+  /** How long a job's runs stay in `sync_runs`; default DEFAULT_RUN_RETENTION_DAYS. */
+  readonly runRetentionDays?: number | undefined;
 }
 
 export const DEFAULT_LEASE_SECONDS = 30;
+export const DEFAULT_RUN_RETENTION_DAYS = 90;
 
 /**
  * Fatal errors (a bad API key, a contract the platform broke, bad configuration) will fail every
@@ -98,6 +101,15 @@ export async function runJob(
     metrics?.jobRuns.inc({ sync_job: name, outcome: `${errorKindOf(error)}_failure` satisfies JobOutcome });
     throw error;
   };
+  // Each run of a job prunes the job's expired runs after recording its own end: what expired
+  // since its last run, so the log stays as long as its retention whatever the schedule. A prune
+  // that fails is retried by the next run; the run's outcome stands.
+  const finish = async (runId: number, outcome: Parameters<typeof finishRun>[3]) => {
+    await finishRun(db.knex, db, runId, outcome);
+    await pruneRuns(db.knex, db, name, deps.runRetentionDays ?? DEFAULT_RUN_RETENTION_DAYS).catch(
+      (error: unknown) => log.warn({ job: name, err: error }, 'could not prune old runs of the job'),
+    );
+  };
   const execute = async (lease: JobLease | undefined): Promise<JobRun> => {
     const runId =
       lease === undefined
@@ -114,7 +126,7 @@ export async function runJob(
       const text = deps.scrubber?.scrub(describeError(error)) ?? describeError(error);
       metrics?.jobRuns.inc({ sync_job: name, outcome: `${kind}_failure` satisfies JobOutcome });
       if (runId !== undefined) {
-        await finishRun(db.knex, db, runId, { ok: false, kind, error: text, counts }).catch((e: unknown) =>
+        await finish(runId, { ok: false, kind, error: text, counts }).catch((e: unknown) =>
           log.error({ job: name, err: e }, 'could not record the failed run'),
         );
       }
@@ -123,7 +135,7 @@ export async function runJob(
       metrics?.jobRunning.set({ sync_job: name }, 0);
       endTimer?.();
     }
-    if (runId !== undefined) await finishRun(db.knex, db, runId, { ok: true, counts });
+    if (runId !== undefined) await finish(runId, { ok: true, counts });
     metrics?.jobRuns.inc({ sync_job: name, outcome: 'success' satisfies JobOutcome });
     metrics?.jobLastSuccess.set({ sync_job: name }, Date.now() / 1000);
     log.info({ job: name, counts, ms: Date.now() - startedAt }, 'sync job finished');

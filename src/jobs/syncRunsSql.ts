@@ -32,3 +32,45 @@ export async function finishRun(
       finished_at: q.fn.now(),
     });
 }
+
+/** Most runs one prune deletes: a first prune of years of runs is spread over the job's next runs. */
+const PRUNE_BATCH = 10_000;
+
+/**
+ * Deletes runs of `job` that started more than `retentionDays` ago, but its last successful run,
+ * which the freshness gauges and the freshness view read however old it is. Called by the job's
+ * own runs, under its lease: the index on (job, started_at) finds what expired since the last one.
+ * Returns how many went.
+ */
+export async function pruneRuns(
+  q: Queryable,
+  db: Tables,
+  job: string,
+  retentionDays: number,
+): Promise<number> {
+  // `= any(array(…))`: by the primary key (`in (select …)` read the whole table to hash-join it,
+  // 0.8 s at 1.5 million rows against 0.09). A count from the statement itself: the embedded
+  // driver does not report affected rows.
+  const { rows } = (await q.raw(
+    `with expired as (
+       select id from ?? r
+        where r.job = ? and r.started_at < now() - make_interval(days => ?) and r.outcome <> 'running'
+          and r.id is distinct from (
+            select s.id from ?? s where s.job = ? and s.outcome = 'success'
+             order by s.started_at desc limit 1)
+        order by r.started_at
+        limit ?),
+     gone as (delete from ?? where id = any(array(select id from expired)) returning 1)
+     select count(*)::int as n from gone`,
+    [
+      db.table('sync_runs'),
+      job,
+      retentionDays,
+      db.table('sync_runs'),
+      job,
+      PRUNE_BATCH,
+      db.table('sync_runs'),
+    ],
+  )) as { rows: Array<{ n: number }> };
+  return Number(rows[0]?.n ?? 0);
+}

@@ -227,6 +227,42 @@ describe('the job runner and scheduler', () => {
     }
   });
 
+  it("prunes a job's runs past their retention after each run, but never its last successful one", async () => {
+    const runs = () => db.knex(db.table('sync_runs'));
+    const ago = (days: number) => db.knex.raw('now() - make_interval(days => ?)', [days]);
+    const seed = async (job: string, outcome: string, days: number): Promise<string> => {
+      const [row] = await runs()
+        .insert({ job, outcome, started_at: ago(days), finished_at: ago(days) })
+        .returning('id');
+      return String(row.id);
+    };
+    // One at a time: the assertions list runs in id order.
+    const oldest = await seed('contacts:inbox', 'success', 120);
+    const lastSuccess = await seed('contacts:inbox', 'success', 100);
+    const oldFailure = await seed('contacts:inbox', 'failed', 95);
+    const recent = await seed('contacts:inbox', 'failed', 10);
+    const otherJob = await seed('provision', 'success', 200);
+    const left = async () =>
+      (await runs().whereIn('job', ['contacts:inbox', 'provision']).orderBy('id').select('id')).map((r) =>
+        String(r.id),
+      );
+    const deps = { db, log: quietLog, runRetentionDays: 90 };
+
+    // A failed run prunes too; the job's last success stays, however old.
+    const down = new RetryableError('platform down');
+    await expect(
+      runJob(deps, { name: 'contacts:inbox', run: async () => Promise.reject(down) }, { wait: false }),
+    ).rejects.toBe(down);
+    const [failedRun] = (await left()).slice(-1);
+    expect(await left()).toEqual([lastSuccess, recent, otherJob, failedRun]);
+    expect([oldest, oldFailure]).not.toContain(failedRun);
+
+    // Once a newer run succeeded, the old success goes as well; another job's runs wait for its own.
+    await runJob(deps, { name: 'contacts:inbox', run: async () => {} }, { wait: false });
+    const [succeeded] = (await left()).slice(-1);
+    expect(await left()).toEqual([recent, otherJob, failedRun, succeeded]);
+  });
+
   it('starts nothing once stopping began', async () => {
     const scheduler = new Scheduler({ db, log: quietLog });
     let runs = 0;
