@@ -137,12 +137,15 @@ describe('the embedded database through the CLI', () => {
 });
 
 describe('`run`', () => {
+  const schema = uniqueSchema();
+  afterAll(() => dropSchema(schema));
+
   it('answers /healthz and /readyz on ADMIN_PORT and exits 0 on SIGTERM within 10 s', async () => {
     const adminPort = await freePort();
     const env = cliEnv({
       DATA_DIR: tempDir(),
       DATABASE_URL: TEST_DATABASE_URL,
-      DB_SCHEMA: uniqueSchema(),
+      DB_SCHEMA: schema,
       ADMIN_PORT: String(adminPort),
       HTTP_PORT: String(await freePort()),
     });
