@@ -37,7 +37,7 @@ export class JobLease {
   readonly #controller = new AbortController();
   readonly #timer: NodeJS.Timeout;
   readonly #onCallerAbort: () => void;
-  #renewedAt = Date.now();
+  #deadline: NodeJS.Timeout | undefined;
   #renewing = false;
 
   private constructor(
@@ -47,12 +47,14 @@ export class JobLease {
     private readonly settings: LeaseSettings,
     private readonly log: Logger,
     private readonly caller: AbortSignal | undefined,
+    grantAskedAt: number,
   ) {
     this.#onCallerAbort = () => this.#controller.abort(caller?.reason);
     if (caller?.aborted) this.#onCallerAbort();
     caller?.addEventListener('abort', this.#onCallerAbort, { once: true });
     this.#timer = setInterval(() => void this.#renew(), (settings.seconds * 1000) / 3);
     this.#timer.unref();
+    this.#holdUntil(grantAskedAt);
   }
 
   /** Takes `job`'s lease if nobody holds it; undefined when another replica does. */
@@ -63,8 +65,9 @@ export class JobLease {
     log: Logger,
     signal?: AbortSignal,
   ): Promise<JobLease | undefined> {
+    const askedAt = performance.now();
     const token = await acquireLease(db.knex, db, job, settings.holder, settings.seconds);
-    return token === undefined ? undefined : new JobLease(db, job, token, settings, log, signal);
+    return token === undefined ? undefined : new JobLease(db, job, token, settings, log, signal, askedAt);
   }
 
   /**
@@ -110,26 +113,43 @@ export class JobLease {
     }
   };
 
+  /**
+   * Stops the run once the lease may have run out: a whole period after the last grant or renewal
+   * was asked for, which is no later than the database's expiry. Kept by a timer of its own, since
+   * a renewal can hang (a frozen connection waits out the query timeout, minutes): while it does,
+   * another replica may take the job over, and work that writes nothing fenced (requests to the
+   * platform) must not go on meanwhile.
+   */
+  #holdUntil(askedAt: number): void {
+    clearTimeout(this.#deadline);
+    const leftMs = askedAt + this.settings.seconds * 1000 - performance.now();
+    this.#deadline = setTimeout(
+      () => this.#lose('lease of job not renewed for a whole lease period'),
+      leftMs,
+    );
+    this.#deadline.unref();
+  }
+
   async #renew(): Promise<void> {
     if (this.#renewing || this.#controller.signal.aborted) return;
     this.#renewing = true;
     try {
+      const askedAt = performance.now();
       if (await renewLease(this.db.knex, this.db, this.job, this.token, this.settings.seconds)) {
-        this.#renewedAt = Date.now();
+        if (!this.#controller.signal.aborted) this.#holdUntil(askedAt);
       } else {
         this.#lose('lease of job taken over by another replica');
       }
     } catch (error) {
       this.log.warn({ job: this.job, err: error }, 'could not renew the job lease');
-      if (Date.now() - this.#renewedAt > this.settings.seconds * 1000) {
-        this.#lose('lease of job not renewed for a whole lease period');
-      }
     } finally {
       this.#renewing = false;
     }
   }
 
   #lose(why: string): void {
+    clearTimeout(this.#deadline);
+    if (this.#controller.signal.aborted) return;
     this.log.warn({ job: this.job, token: this.token }, `${why}; stopping its run`);
     this.#controller.abort(new LeaseLostError(`${why} (${this.job})`));
   }
@@ -137,6 +157,7 @@ export class JobLease {
   /** Stops renewing and frees the lease for the next run, on any replica. Never throws. */
   async release(): Promise<void> {
     clearInterval(this.#timer);
+    clearTimeout(this.#deadline);
     this.caller?.removeEventListener('abort', this.#onCallerAbort);
     await releaseLease(this.db.knex, this.db, this.job, this.token).catch((error: unknown) =>
       // Not freed: it runs out by itself within one lease period.

@@ -1,12 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Db } from '../../src/db/connect.js';
+import { type Db, openDb } from '../../src/db/connect.js';
+import { migrate } from '../../src/db/migrate.js';
 import { JobLease, LeaseLostError } from '../../src/jobs/lease.js';
 import { acquireLease, holdsLease, readLeases, releaseLease, renewLease } from '../../src/jobs/leaseSql.js';
 import { runJob } from '../../src/jobs/runner.js';
 import { formatStatus, readStatus } from '../../src/status/report.js';
-import { freshDb } from '../helpers/db.js';
+import { dropSchema, freshDb, POSTGRES_URL, uniqueSchema } from '../helpers/db.js';
 import { quietLog } from '../helpers/log.js';
+import { startTcpProxy } from '../helpers/tcpProxy.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** Ends `job`'s current lease at once, as if its holder had died a lease period ago. */
@@ -166,4 +168,52 @@ describe('job leases', () => {
     expect(after.jobs.find((j) => j.job === 'locations')).toMatchObject({ held_by: null, held_until: null });
     expect(formatStatus(after)).not.toContain('host-7:4242:beef01');
   });
+});
+
+/**
+ * A replica whose connection to the database freezes (a partition, a hung pooler) waits on its
+ * renewal for as long as the query timeout allows, minutes. Its lease runs out meanwhile, and
+ * another replica takes the job: the run must have been stopped by then, since what it sends to
+ * the platform passes no fence.
+ */
+describe('a lease whose renewal hangs', () => {
+  const schema = uniqueSchema();
+  afterAll(() => dropSchema(schema, POSTGRES_URL));
+
+  it('stops the run once the lease may have run out, before another replica can take the job', async () => {
+    const proxy = await startTcpProxy();
+    const other = await openDb({ url: POSTGRES_URL, schema, poolMax: 2, dataDir: undefined });
+    const frozen = await openDb({
+      url: proxy.url(new URL(POSTGRES_URL).pathname.slice(1)),
+      schema,
+      poolMax: 2,
+      dataDir: undefined,
+      statementTimeoutMs: 30_000,
+    });
+    try {
+      await migrate(other);
+      const lease = await JobLease.tryAcquire(
+        frozen,
+        'contacts:inbox',
+        { holder: 'replica-a', seconds: 2 },
+        quietLog,
+      );
+      expect(lease).toBeDefined();
+      proxy.freeze();
+      // Whenever the other replica gets the job, the frozen one's run has stopped already.
+      const token = await waitFor(async () => {
+        const taken = await acquireLease(other.knex, other, 'contacts:inbox', 'replica-b', 30);
+        return taken === undefined ? undefined : { taken, stopped: lease!.signal.aborted };
+      }, 10_000);
+      expect(token).toEqual({ taken: '2', stopped: true });
+      expect(lease!.signal.reason).toBeInstanceOf(LeaseLostError);
+      proxy.heal();
+      await lease!.release();
+    } finally {
+      proxy.heal();
+      await frozen.close().catch(() => {});
+      await other.close();
+      await proxy.close();
+    }
+  }, 40_000);
 });
