@@ -166,7 +166,14 @@ async function flush(ctx: Context): Promise<void> {
           },
         },
       );
-      const counts = await sender.drain(shutdown.signal);
+      let counts: Awaited<ReturnType<OutboxSender['drain']>>;
+      try {
+        counts = await sender.drain(shutdown.signal);
+      } finally {
+        // A drain ended by a database outage may keep answers it could not write: a last try,
+        // then each one left is logged as lost.
+        await sender.close();
+      }
       return { counts, stats: await readOutboxStats(db.knex, db) };
     });
     process.stdout.write(

@@ -2,16 +2,30 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Db, openDb } from '../../src/db/connect.js';
 import { migrate } from '../../src/db/migrate.js';
-import { SecretScrubber } from '../../src/log.js';
+import { type Logger, makeLogger, SecretScrubber } from '../../src/log.js';
 import { DEFAULT_BACKOFF } from '../../src/partner-api/retryPolicy.js';
 import { OutboxSender } from '../../src/push/events/outboxSender.js';
-import { enqueueEvents } from '../../src/push/events/outboxSql.js';
+import { claimDueEvents, enqueueEvents, releaseExpiredClaims } from '../../src/push/events/outboxSql.js';
+import { UNKNOWN_OUTCOME_POLICIES, type UnknownOutcomePolicy } from '../../src/push/events/sendPolicy.js';
 import { dropSchema, POSTGRES_URL, uniqueSchema } from '../helpers/db.js';
 import { quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 import { waitFor } from '../helpers/wait.js';
 import { testApi } from '../pull/helpers.js';
+import { newEvent } from './helpers.js';
+
+/** A logger whose lines the test reads. */
+function capturedLog() {
+  const lines: Array<{ level: string; msg: string; idempotency_key?: string }> = [];
+  const destination = { write: (line: string) => lines.push(JSON.parse(line)) };
+  const log = makeLogger({
+    level: 'warn',
+    scrubber: new SecretScrubber(),
+    destination: destination as unknown as NodeJS.WritableStream,
+  });
+  return { log, lines };
+}
 
 /**
  * A database restart while the platform is answering: the answer is known, so it is recorded
@@ -93,5 +107,179 @@ describe('the outbox when the database restarts while an answer is on its way', 
     } finally {
       await api.close();
     }
+  });
+
+  /**
+   * An outage longer than the claim's lease: the answer cannot be written before the lease ends,
+   * and no one else can take the claim back while the database is away either. Short lease and
+   * outage, the same shape as the default 60 s lease and a failover of a few minutes.
+   */
+  describe('longer than the claim lease', () => {
+    const LEASE_MS = 3_000;
+    const ANSWER_DELAY_MS = 500;
+    // Past the answer plus the lease: the answer's writes have given up, and the claim has lapsed.
+    const OUTAGE_MS = ANSWER_DELAY_MS + LEASE_MS + 1_500;
+
+    const received = async (key: string) =>
+      (await sandbox.control.truth(sandbox.companyId)).events.filter((e) => e.metadata?.key === key).length;
+    const row = async (key: string) =>
+      db
+        .knex(db.table('events_outbox'))
+        .where({ idempotency_key: key })
+        .first('state', 'possible_duplicate', 'attempts', 'claimed_by', 'lapsed_claims');
+
+    /**
+     * The platform takes `key` at once and answers ANSWER_DELAY_MS later, while the database is
+     * down for OUTAGE_MS (longer with `stayDown`): the first drain fails with the answer unwritten.
+     */
+    async function answerDuringOutage(
+      key: string,
+      worker: string,
+      log: Logger,
+      api: ReturnType<typeof testApi>,
+      {
+        stayDown = false,
+        unknownOutcome = 'retry',
+      }: { stayDown?: boolean; unknownOutcome?: UnknownOutcomePolicy } = {},
+    ) {
+      await enqueueEvents(db.knex, db, [newEvent(key)]);
+      await sandbox.control.setFaults({
+        partner: { lateAnswer: 1, delayMs: ANSWER_DELAY_MS, routes: ['/api/v1/partner/events'] },
+      });
+      const sender = new OutboxSender(
+        { db, api, log, scrubber: new SecretScrubber() },
+        {
+          worker,
+          concurrency: 1,
+          ratePerSecond: 100,
+          leaseMs: LEASE_MS,
+          policy: { unknownOutcome, maxAttempts: 5, ...DEFAULT_BACKOFF },
+        },
+      );
+      try {
+        const drained = sender.drain().then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        await waitFor(async () => (await received(key)) === 1, 10_000, 20);
+        proxy.down();
+        await sleep(OUTAGE_MS);
+        if (!stayDown) proxy.up();
+        expect(await drained).toBeInstanceOf(Error);
+      } finally {
+        if (!stayDown) proxy.up();
+        await sandbox.control.setFaults({});
+      }
+      return sender;
+    }
+
+    /** What OutboxService does: a failed drain is tried again after a pause. */
+    async function drainUntilDone(sender: OutboxSender) {
+      return waitFor(
+        () =>
+          sender.drain().catch(async () => {
+            await sleep(200);
+            return undefined;
+          }),
+        15_000,
+        0,
+      );
+    }
+
+    const api = () =>
+      testApi(sandbox, {
+        requestTimeoutMs: 1_500,
+        retry: { ...DEFAULT_BACKOFF, maxRetries: 0, budgetMs: 0 },
+      });
+
+    it.each(UNKNOWN_OUTCOME_POLICIES)(
+      'writes the answer once the database is back, before taking its own lapsed claim back: sent once (%s)',
+      {
+        timeout: 30_000,
+      },
+      async (unknownOutcome) => {
+        const client = api();
+        const key = `long-outage-1-${unknownOutcome}`;
+        try {
+          const sender = await answerDuringOutage(key, 'outage-long', quietLog, client, { unknownOutcome });
+          // Still this worker's claim, lapsed: nobody could take it back while the database was away.
+          expect(await row(key)).toMatchObject({ state: 'sending', claimed_by: 'outage-long' });
+          await drainUntilDone(sender);
+          expect(await received(key)).toBe(1);
+          expect(await row(key)).toMatchObject({
+            state: 'sent',
+            possible_duplicate: false,
+            attempts: 1,
+            lapsed_claims: 0,
+          });
+        } finally {
+          await client.close();
+        }
+      },
+    );
+
+    it('writes nothing over a replica that took the claim back first, and says so', {
+      timeout: 30_000,
+    }, async () => {
+      const client = api();
+      const { log, lines } = capturedLog();
+      try {
+        const sender = await answerDuringOutage('long-outage-2', 'outage-late', log, client);
+        // Another replica's drain reaches the database first: it takes the lapsed claim back as an
+        // unknown outcome and claims the event itself (not sent yet).
+        await releaseExpiredClaims(db.knex, db, { unknownOutcome: 'retry', maxAttempts: 5 });
+        await claimDueEvents(db.knex, db, 'outage-other', 10, 60_000);
+        await drainUntilDone(sender);
+        expect(await row('long-outage-2')).toMatchObject({
+          state: 'sending',
+          claimed_by: 'outage-other',
+          possible_duplicate: true,
+        });
+        expect(await received('long-outage-2')).toBe(1);
+        expect(lines.filter((l) => l.level === 'error' && l.idempotency_key === 'long-outage-2')).toEqual([
+          expect.objectContaining({
+            msg: expect.stringMatching(/^event outcome not recorded \(the database/),
+          }),
+          expect.objectContaining({
+            msg: 'event outcome not recorded: this replica no longer holds its claim; another replica may send it again (possible duplicate)',
+          }),
+        ]);
+      } finally {
+        await db.knex(db.table('events_outbox')).where({ idempotency_key: 'long-outage-2' }).del();
+        await client.close();
+      }
+    });
+
+    it('logs each answer it still keeps as lost when the process stops before the database is back', {
+      timeout: 30_000,
+    }, async () => {
+      const client = api();
+      const { log, lines } = capturedLog();
+      try {
+        const sender = await answerDuringOutage('long-outage-3', 'outage-stop', log, client, {
+          stayDown: true,
+        });
+        await sender.close();
+        proxy.up();
+        expect(lines.filter((l) => l.level === 'error' && l.idempotency_key === 'long-outage-3')).toEqual([
+          expect.objectContaining({
+            msg: expect.stringMatching(/^event outcome not recorded \(the database/),
+          }),
+          expect.objectContaining({
+            outcome: 'sent',
+            why: 'the process is stopping',
+            msg: expect.stringMatching(
+              /^event outcome lost: .* unknown outcome \(possible duplicate, or parked\)$/,
+            ),
+          }),
+        ]);
+        // Left to the lapsed-claim rules, as a killed worker's claim is.
+        expect(await row('long-outage-3')).toMatchObject({ state: 'sending', claimed_by: 'outage-stop' });
+      } finally {
+        proxy.up();
+        await db.knex(db.table('events_outbox')).where({ idempotency_key: 'long-outage-3' }).del();
+        await client.close();
+      }
+    });
   });
 });

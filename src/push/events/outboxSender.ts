@@ -54,6 +54,12 @@ const RENEW_AFTER_SHARE_OF_LEASE = 0.25;
 /** A drain lasts as long as events keep coming: its housekeeping runs at least this often. */
 const HOUSEKEEPING_MAX_EVERY_MS = 5_000;
 
+/** An answer the database could not take, kept until it can. */
+interface KeptOutcome {
+  readonly decision: RecordedDecision;
+  readonly key: string;
+}
+
 /** A claimed event and until when this replica surely holds it (performance.now() time). */
 interface Claim {
   readonly event: ClaimedEvent;
@@ -87,6 +93,15 @@ export class OutboxSender {
   readonly #renewals: GroupCommit<number, boolean>;
   readonly #random = Math.random;
   readonly #recording = new Set<Promise<void>>();
+  /**
+   * Outcomes whose write gave up (the database away longer than a write's retries), by row id.
+   * Their rows stay `sending` under this worker, so no one can take them back while the database
+   * is away, and once it is back this worker's lapsed claims look like a dead worker's: taking
+   * them back would send again, as an unknown outcome, events the platform is known to have. So
+   * they are written first, before anything is taken back, claimed or sent. At most the claims
+   * one drain held (a few times `concurrency`): no drain claims anything while one is kept.
+   */
+  readonly #kept = new Map<number, KeptOutcome>();
   #writeFailure: unknown;
   /** The current drain's stop: a shutdown does not wait out a database outage. */
   #stop: AbortSignal | undefined;
@@ -114,12 +129,14 @@ export class OutboxSender {
    * Writes a group of outcomes, trying again while the database is unreachable (a restart, a
    * failover), for up to a claim's lease: the platform's answer is known, and dropping it would
    * leave the event's outcome unknown, so the policy might send it to a person again. The write is
-   * idempotent (only rows still `sending` under this worker's claim change), and past the lease
-   * the rows have been taken back and it would change nothing. Returns the ids written.
+   * idempotent (only rows still `sending` under this worker's claim change). Past the budget the
+   * drain ends and the outcomes are kept (#kept), not dropped: a lapsed claim is taken back only
+   * by a statement that reaches the database, so an outage that outlasts the lease leaves the rows
+   * this worker's. Returns the ids written.
    */
-  async #record(batch: readonly RecordedDecision[]): Promise<Set<number>> {
+  async #record(batch: readonly RecordedDecision[], budgetMs = this.options.leaseMs): Promise<Set<number>> {
     const startedAt = Date.now();
-    const retry = { ...RECORD_BACKOFF, maxRetries: Number.POSITIVE_INFINITY, budgetMs: this.options.leaseMs };
+    const retry = { ...RECORD_BACKOFF, maxRetries: Number.POSITIVE_INFINITY, budgetMs };
     for (let attempt = 0; ; attempt++) {
       try {
         return await recordDecisions(this.deps.db.knex, this.deps.db, this.options.worker, batch);
@@ -158,7 +175,11 @@ export class OutboxSender {
     const housekeepingEveryMs = Math.min(HOUSEKEEPING_MAX_EVERY_MS, leaseMs * RENEW_AFTER_SHARE_OF_LEASE);
     let housekeepingAt = performance.now() + housekeepingEveryMs;
     let broken: unknown;
+    // Left by a drain that ended on another error first (a claim during the outage): its outcomes
+    // are kept and written just below, and throwing it now would only delay them by a retry.
+    this.#writeFailure = undefined;
     try {
+      await this.#settleOwnOutcomes();
       await this.#takeBackLapsed(counts);
       for (;;) {
         if (broken !== undefined) throw broken;
@@ -222,6 +243,7 @@ export class OutboxSender {
   ): Promise<void> {
     const { db } = this.deps;
     const { leaseMs, worker } = this.options;
+    await this.#settleOwnOutcomes();
     await this.#takeBackLapsed(counts);
     const renewedAt = performance.now();
     const stale = [...waiting.values()].filter((c) => this.#needsRenewal(c.heldUntil, renewedAt));
@@ -236,6 +258,67 @@ export class OutboxSender {
       for (const claim of stale) if (held.has(claim.event.id)) claim.heldUntil = renewedAt + leaseMs;
     }
     await housekeeping?.();
+  }
+
+  /**
+   * This worker's answers, written before any lapsed claim is taken back: the writes in flight
+   * (one still retrying may be for a claim that lapsed while the database was away) and the kept
+   * ones. Throws, taking nothing back, while one of them cannot be written.
+   */
+  async #settleOwnOutcomes(budgetMs?: number): Promise<void> {
+    await Promise.allSettled([...this.#recording]);
+    if (this.#writeFailure !== undefined) throw this.#takeWriteFailure();
+    if (this.#kept.size === 0) return;
+    const kept = [...this.#kept.values()];
+    let written: Set<number>;
+    try {
+      written = await this.#record(
+        kept.map((k) => k.decision),
+        budgetMs,
+      );
+    } catch (error) {
+      // Refused at every drain, they would stop the outbox: they go the way of any unrecorded
+      // outcome instead (their claims lapse and are taken back).
+      if (isDataError(error)) this.#forgetKept('the database refused the write');
+      throw error;
+    }
+    for (const { decision, key } of kept) {
+      this.#kept.delete(decision.id);
+      if (written.has(decision.id)) {
+        this.deps.log.info(
+          { idempotency_key: key, outcome: decision.state },
+          'kept event outcome recorded, the database being back',
+        );
+      } else this.#logNotHeld(key, decision.state);
+    }
+  }
+
+  /**
+   * The process stops: the kept outcomes get one more try, without waiting out an outage. Those
+   * still unwritten are lost, and each event is taken back as an unknown outcome once its claim
+   * lapses (sent again as a possible duplicate, or parked): every one is logged, for an operator.
+   */
+  async close(): Promise<void> {
+    if (this.#kept.size === 0) return;
+    this.#writeFailure = undefined;
+    await this.#settleOwnOutcomes(0).catch(() => this.#forgetKept('the process is stopping'));
+  }
+
+  #forgetKept(why: string): void {
+    for (const { decision, key } of this.#kept.values()) {
+      this.deps.log.error(
+        { idempotency_key: key, outcome: decision.state, platform_event_id: decision.platformId, why },
+        'event outcome lost: the platform answered but the answer was never recorded; the event will be taken back as an unknown outcome (possible duplicate, or parked)',
+      );
+    }
+    this.#kept.clear();
+  }
+
+  #logNotHeld(key: string, outcome: RecordedDecision['state']): void {
+    this.deps.log.error(
+      { idempotency_key: key, outcome, worker: this.options.worker },
+      'event outcome not recorded: this replica no longer holds its claim; another replica may send it again (possible duplicate)',
+    );
   }
 
   /**
@@ -365,17 +448,25 @@ export class OutboxSender {
     // The slot is free once the platform answered; the outcome is written by the next group
     // commit. A worker killed before it lands leaves the row `sending`: its lease runs out and the
     // event is taken back as an unknown outcome, counted under the policy, never lost.
-    const recorded = this.#decisions.add(decision).then((written) => {
-      // The claim ran out before the outcome landed (a database outage longer than the margin, a
-      // stalled process), and another replica took the event back: it may send it again. (After
-      // a write retried because its answer was lost, it may be this worker's own earlier write.)
-      if (!written) {
-        log.error(
-          { idempotency_key: event.key, outcome: decision.state, worker: this.options.worker },
-          'event outcome not recorded: this replica no longer holds its claim; another replica may send it again (possible duplicate)',
-        );
-      }
-    });
+    const recorded = this.#decisions.add(decision).then(
+      (written) => {
+        // The claim ran out before the outcome landed (a stalled process, a write stuck past the
+        // lease), and another replica took the event back: it may send it again. (After a write
+        // retried because its answer was lost, it may be this worker's own earlier write.)
+        if (!written) this.#logNotHeld(event.key, decision.state);
+      },
+      (error: unknown) => {
+        // Settled before `recorded` is, so no drain can take the claim back in between.
+        if (!isDataError(error)) {
+          this.#kept.set(event.id, { decision, key: event.key });
+          log.error(
+            { idempotency_key: event.key, outcome: decision.state, worker: this.options.worker },
+            'event outcome not recorded (the database is unreachable): kept, and written before this replica takes any claim back or sends anything else; if the process stops first, the event will be taken back as an unknown outcome (possible duplicate, or parked)',
+          );
+        }
+        throw error;
+      },
+    );
     this.#recording.add(recorded);
     void recorded.then(
       () => this.#recording.delete(recorded),

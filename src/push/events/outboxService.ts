@@ -111,6 +111,8 @@ export class OutboxService {
   async stop(): Promise<void> {
     this.#stop.abort();
     await this.#loop;
+    // After a drain ended by a database outage, answers may still be kept unwritten.
+    await this.#sender.close();
     await this.#listener?.close();
   }
 }
