@@ -2,8 +2,9 @@ import { z } from 'zod';
 import type { Contact } from '../push/contacts/contactRow.js';
 import { answerText, type HttpClient } from './http.js';
 
-// Spec 4.1: "Response body and status codes: not shown". Whatever comes back is accepted; the
-// contact's id and whether it was created are taken when they can be found.
+// Spec 4.1: "Response body and status codes: not shown". Whatever comes back is accepted unless
+// it says the contact was refused (`{"success": false, "error": …}`); the contact's id and
+// whether it was created are taken when they can be found.
 const upsertAnswerSchema = z.unknown().transform((body) => {
   const record = (body ?? {}) as { contact?: { id?: unknown }; id?: unknown; created?: unknown };
   const id = record.contact?.id ?? record.id;
@@ -27,6 +28,7 @@ export function makeContactsApi(http: HttpClient): ContactsApi {
       http.request('POST', '/contacts', {
         body: Object.fromEntries(Object.entries(contact).filter(([, v]) => v !== null)),
         schema: upsertAnswerSchema,
+        refusalInBody: true,
         idempotent: contact.external_id !== null,
         signal,
       }),

@@ -11,7 +11,8 @@ export interface EventBody {
 }
 
 // Spec 4.2: "Response body and status codes: not shown". Any 2xx is taken as accepted, whatever
-// its body; an id and a status are kept when they can be found.
+// its body, unless it says the event was refused (`{"success": false, "error": …}`), which fails
+// it with the platform's text; an id and a status are kept when they can be found.
 const acceptedSchema = z.unknown().transform((body) => {
   const record = (body ?? {}) as {
     id?: unknown;
@@ -40,6 +41,7 @@ export function makeEventsApi(http: HttpClient): EventsApi {
       http.request('POST', '/events', {
         body: Object.fromEntries(Object.entries(event).filter(([, v]) => v !== undefined && v !== null)),
         schema: acceptedSchema,
+        refusalInBody: true,
         idempotent: false,
         signal,
       }),

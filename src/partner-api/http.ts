@@ -52,11 +52,11 @@ export interface RequestOptions<S extends z.ZodType> {
    */
   readonly schema: S;
   /**
-   * Whether a success body (as validated) says the platform refused the request after all (`200
-   * {"success": false}`): it then fails as an ApiRequestError with the platform's text, as a 4xx
-   * would. For answers the spec does not show, where a caller must not take a 2xx for done.
+   * For answers the spec does not show, where a caller must not take a 2xx for done: a success
+   * body saying the platform refused the request after all (`200 {"success": false, "error":
+   * "…"}`) fails as an ApiRequestError with the platform's text, as a 4xx would.
    */
-  readonly refused?: (body: z.output<S>) => boolean;
+  readonly refusalInBody?: boolean;
   readonly signal?: AbortSignal | undefined;
   /** Route template for logs, errors and metrics (`GET /professionals/:slug`); default `METHOD path`. */
   readonly route?: string;
@@ -103,6 +103,23 @@ export interface HttpClient {
   close(): Promise<void>;
 }
 
+/**
+ * Whether a success body says the request failed: `{"success": false}`, or an `error` beside
+ * whatever else (`null`, `""`, `{}`, `[]` beside a success say there was none).
+ */
+function saysRefused(body: unknown): boolean {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return false;
+  const { success, error } = body as { success?: unknown; error?: unknown };
+  return success === false || !isEmpty(error);
+}
+
+const isEmpty = (value: unknown): boolean =>
+  value === undefined ||
+  value === null ||
+  value === false ||
+  value === '' ||
+  (typeof value === 'object' && Object.keys(value).length === 0);
+
 /** Why an attempt failed and whether retrying it is allowed; thrown inside the retry loop only. */
 class AttemptFailure extends Error {
   constructor(
@@ -120,12 +137,24 @@ const TIMEOUT_ERRORS = ['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'U
 const CONNECT_ERRORS = ['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH'];
 
 /**
- * The key in every form a platform may echo it back in (as sent, URL-encoded, JSON-escaped).
+ * The key in every form a platform may echo it back in (as sent, URL-encoded, JSON-escaped by
+ * the common encoders).
  * A platform quoting our key in an error body must not put it in an error, a log line, a stored
  * `last_error` or `sync_runs.error`: scrubbing the text on arrival covers every one of them.
  */
 export function keyScrubber(key: string): SecretScrubber {
-  return new SecretScrubber([key, encodeURIComponent(key), JSON.stringify(key).slice(1, -1)]);
+  const json = JSON.stringify(key).slice(1, -1);
+  const hex = (c: string) => c.charCodeAt(0).toString(16).padStart(4, '0');
+  return new SecretScrubber([
+    key,
+    encodeURIComponent(key),
+    json,
+    // The text is scrubbed before it is parsed, so the forms other JSON encoders write matter
+    // too: PHP escapes "/" by default, Go escapes "<", ">" and "&" (PHP's JSON_HEX_* in capitals).
+    json.replaceAll('/', '\\/'),
+    json.replace(/[<>&]/g, (c) => `\\u${hex(c)}`),
+    json.replace(/[<>&]/g, (c) => `\\u${hex(c).toUpperCase()}`),
+  ]);
 }
 
 export function makeHttpClient(options: HttpClientOptions): HttpClient {
@@ -144,6 +173,38 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
     headersTimeout: requestTimeoutMs,
     bodyTimeout: requestTimeoutMs,
   });
+
+  // Whether the platform accepts the key: one GET of the feed from now, which holds nothing. A yes
+  // stands for KEY_CHECK_FRESH_MS (a run of refused records costs one check, not one each); a no,
+  // or no answer at all, is never kept: the 403 then counts as the key's, as it always did.
+  let keyCheck: { readonly at: number; readonly accepted: Promise<boolean> } | undefined;
+  const keyAccepted = (): Promise<boolean> => {
+    if (keyCheck === undefined || performance.now() - keyCheck.at > KEY_CHECK_FRESH_MS) {
+      const accepted = askKey().then((yes) => {
+        if (!yes) keyCheck = undefined;
+        return yes;
+      });
+      keyCheck = { at: performance.now(), accepted };
+    }
+    return keyCheck.accepted;
+  };
+  const askKey = async (): Promise<boolean> => {
+    const { signal, dispose } = requestSignal(undefined, requestTimeoutMs);
+    try {
+      const res = await pool.request({
+        method: 'GET',
+        path: pathWithQuery('/reviews', { limit: 1, since: new Date().toISOString() }),
+        headers: { 'x-api-key': apiKey, accept: 'application/json' },
+        signal,
+      });
+      await res.body.dump();
+      return res.statusCode >= 200 && res.statusCode <= 299;
+    } catch {
+      return false;
+    } finally {
+      dispose();
+    }
+  };
 
   const pathWithQuery = (path: string, query: RequestOptions<z.ZodType>['query']): string => {
     const params = new URLSearchParams();
@@ -169,8 +230,11 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
         (performance.now() - started) / 1000,
       );
     let status: number;
-    let text: string;
-    let whole: boolean;
+    let text = '';
+    let whole = false;
+    // Why the body was lost after the status had arrived (the connection dropped, the body timed
+    // out, the caller stopped): the platform answered, so this is not a request that went unheard.
+    let bodyLost: unknown;
     let headers: Record<string, string | string[] | undefined>;
     try {
       const res = await pool.request({
@@ -186,9 +250,13 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       });
       status = res.statusCode;
       headers = res.headers;
-      const body = await readBounded(res.body, MAX_BODY_BYTES);
-      text = scrubber.scrub(body.text);
-      whole = body.whole;
+      try {
+        const body = await readBounded(res.body, MAX_BODY_BYTES);
+        text = scrubber.scrub(body.text);
+        whole = body.whole;
+      } catch (cause) {
+        bodyLost = cause;
+      }
     } catch (cause) {
       if (req.signal?.aborted) throw req.signal.reason ?? cause;
       const code = (cause as { code?: string }).code ?? '';
@@ -209,7 +277,14 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
     metrics?.apiRequests.inc({ route, status: String(status) });
     observe(`${Math.floor(status / 100)}xx`);
 
-    if (status === 401 || status === 403) throw new ApiAuthError({ route, status });
+    if (status === 401) throw new ApiAuthError({ route, status });
+    if (status === 403) {
+      // Spec 5: a bad key is a 401. A 403 may still be a deactivated key, or this one request
+      // refused (a contact who opted out): the key is asked about apart, so that one record
+      // refused fails alone instead of stopping every other as a bad key does.
+      if (await keyAccepted()) throw new ApiRequestError(platformErrorText(text), { route, status });
+      throw new ApiAuthError({ route, status });
+    }
     if (isRetryableStatus(status)) {
       const reason: FailureReason = status === 429 ? 'rate_limited' : 'server_error';
       const error = new ApiUnavailableError(`${route} answered ${status}`, { route, status });
@@ -217,11 +292,39 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       throw new AttemptFailure(reason, idempotent || status === 429, error, retryAfterMs);
     }
     if (status < 200 || status > 299) throw new ApiRequestError(platformErrorText(text), { route, status });
+    // The answer of a request that acted (a POST, a DELETE), when the caller can do without it:
+    // undefined when it cannot. A read's answer is what it is for: a GET never does without it,
+    // or an HTML page in place of the webhook list would read as "none" and register another.
+    const doneWithout = (): { data: z.output<S> } | undefined => {
+      if (method === 'GET') return undefined;
+      const parsed = req.schema.safeParse(undefined);
+      return parsed.success ? { data: parsed.data } : undefined;
+    };
+    if (bodyLost !== undefined) {
+      // Accepted: the status says so. What cannot be sent again harmlessly is not, when the caller
+      // can do without the answer (an event, a contact without external_id); anything else is
+      // sent again for the whole answer, unless the caller has stopped.
+      const done = doneWithout();
+      if (done !== undefined && !idempotent) return done.data;
+      if (req.signal?.aborted) throw req.signal.reason ?? bodyLost;
+      const code = (bodyLost as { code?: string }).code ?? '';
+      const what = code || scrubber.scrub((bodyLost as Error).message);
+      const error = new ApiUnavailableError(
+        `${route} answered ${status}, then its body was cut off (${what})`,
+        {
+          route,
+          status,
+          cause: bodyLost,
+          outcomeUnknown: true,
+        },
+      );
+      throw new AttemptFailure('network', idempotent, error);
+    }
     if (!whole) {
       // Accepted, like a body that is not JSON, when the caller needs no answer: the request was
       // acted on, and sending it again would repeat it.
-      const withoutBody = req.schema.safeParse(undefined);
-      if (withoutBody.success) return withoutBody.data;
+      const done = doneWithout();
+      if (done !== undefined) return done.data;
       throw new ApiSchemaError('(body)', `is larger than ${MAX_BODY_BYTES} bytes`, { route, status });
     }
 
@@ -235,9 +338,9 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
         // JSON at all (`OK`, `Created`, a page), nor when sending it again is not harmless. One
         // that begins as JSON and breaks off was cut short in transit: an idempotent request is
         // sent again, harmlessly, for the whole answer (the id it carries).
-        const withoutBody = req.schema.safeParse(undefined);
+        const done = doneWithout();
         const cutShort = /^\s*[[{"]/.test(text);
-        if (withoutBody.success && (!cutShort || !idempotent)) return withoutBody.data;
+        if (done !== undefined && (!cutShort || !idempotent)) return done.data;
         const error = new ApiUnavailableError(`${route} returned a body that is not JSON (truncated?)`, {
           route,
           status,
@@ -248,12 +351,14 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
         throw new AttemptFailure('malformed_body', idempotent, error);
       }
     }
+    if (req.refusalInBody && saysRefused(body)) {
+      throw new ApiRequestError(platformErrorText(text), { route, status });
+    }
     const parsed = req.schema.safeParse(body);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
       throw new ApiSchemaError(formatPath(issue.path), issue.message, { route, status, cause: parsed.error });
     }
-    if (req.refused?.(parsed.data)) throw new ApiRequestError(platformErrorText(text), { route, status });
     return parsed.data;
   }
 
@@ -376,6 +481,12 @@ export function answerText(value: unknown): string | null {
  * Bounded, and storable: it becomes the stored error text of a contact, an event or a run, and a
  * write that fails on it would lose the record of a request that was sent.
  */
+/** How long the platform's acceptance of the key, asked after a 403, stands for later 403s. */
+const KEY_CHECK_FRESH_MS = 30_000;
+
+/** What `platformErrorText` gives for an empty body. */
+export const NO_ERROR_TEXT = '(no error text)';
+
 export function platformErrorText(text: string): string {
   return storableText(errorTextOf(text));
 }
@@ -390,5 +501,5 @@ function errorTextOf(text: string): string {
     // not JSON: fall through to the raw excerpt
   }
   const excerpt = text.trim().replace(/\s+/g, ' ').slice(0, 200);
-  return excerpt === '' ? '(no error text)' : excerpt;
+  return excerpt === '' ? NO_ERROR_TEXT : excerpt;
 }

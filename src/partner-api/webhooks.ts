@@ -8,23 +8,6 @@ import {
   webhookListSchema,
 } from './webhooksSchema.js';
 
-// Spec 4.6: the delete's "response body and status: not shown". A webhook taken for deleted stops
-// having its secret accepted while the platform may still deliver with it: an answer saying it
-// failed (`200 {"success": false, "error": "…"}`) must fail the delete, not pass for done.
-function refusesDeletion(body: unknown): boolean {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return false;
-  const { success, error } = body as { success?: unknown; error?: unknown };
-  return success === false || !isEmpty(error);
-}
-
-// `null`, `""`, `{}`, `[]` beside a success say there was no error.
-const isEmpty = (value: unknown): boolean =>
-  value === undefined ||
-  value === null ||
-  value === false ||
-  value === '' ||
-  (typeof value === 'object' && Object.keys(value).length === 0);
-
 export interface WebhooksApi {
   /** Registers `url` for review.created; the response is the only time the signing secret is shown. */
   register(
@@ -54,7 +37,9 @@ export function makeWebhooksApi(http: HttpClient): WebhooksApi {
         query: { id },
         route: 'DELETE /webhook?id=:id',
         schema: z.unknown(),
-        refused: refusesDeletion,
+        // Spec 4.6: the delete's "response body and status: not shown". A webhook taken for
+        // deleted stops having its secret accepted while the platform may still deliver with it.
+        refusalInBody: true,
         signal,
       });
     },

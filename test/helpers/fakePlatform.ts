@@ -14,6 +14,11 @@ export interface FakeAnswer {
   readonly status: number;
   /** Sent as is when a string (to serve broken bodies), else as JSON. */
   readonly body: unknown;
+  /**
+   * Only this many bytes of the body are sent, under a content-length promising all of it, and
+   * then the connection drops: an answer cut off in transit after its status arrived.
+   */
+  readonly cutAfter?: number;
 }
 
 export interface FakePlatform {
@@ -39,14 +44,16 @@ export async function startFakePlatform(answer: (req: FakeRequest) => FakeAnswer
     } catch {
       return; // the client went away mid-body: nobody to answer
     }
-    const { status, body } = answer({
+    const { status, body, cutAfter } = answer({
       method: req.method ?? 'GET',
       path,
       query: url.searchParams,
       body: Buffer.concat(chunks).toString('utf8'),
     });
-    const text = typeof body === 'string' ? body : JSON.stringify(body);
-    res.writeHead(status, { 'content-type': 'application/json' }).end(text);
+    const bytes = Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(bytes.length) });
+    if (cutAfter === undefined) return void res.end(bytes);
+    res.write(bytes.subarray(0, cutAfter), () => res.socket?.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;

@@ -2,7 +2,7 @@ import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PartnerApi } from '../../src/partner-api/client.js';
-import { ApiRequestError, ApiSchemaError } from '../../src/partner-api/errors.js';
+import { ApiRequestError, ApiSchemaError, ApiUnavailableError } from '../../src/partner-api/errors.js';
 import { MAX_BODY_BYTES } from '../../src/partner-api/http.js';
 import { fakePlatformFixture, testApi } from '../pull/helpers.js';
 
@@ -52,6 +52,39 @@ describe('an answer larger than the client reads', () => {
       status: null,
     });
     expect(fx.platform.requests() - before).toBe(1);
+  });
+});
+
+/**
+ * A read's answer is what it is for. The webhook list's schema takes an empty body for "none": an
+ * HTML page or a body past the bound in its place must fail the read, not read as no webhooks
+ * (the start-up would then register the URL again, and every review be delivered twice).
+ */
+describe('a read answered 2xx with no answer it can use', () => {
+  let listed = 0;
+  const fx = fakePlatformFixture(
+    ({ method, path }) => {
+      if (method !== 'GET' || path !== '/webhook') return { status: 404, body: { error: 'not found' } };
+      listed++;
+      if (listed <= 3)
+        return { status: 200, body: '<html><body>Service temporarily unavailable</body></html>' };
+      if (listed === 4) return { status: 200, body: padded('[]') };
+      return { status: 200, body: '' };
+    },
+    { retry: { maxRetries: 2, budgetMs: 5_000, baseDelayMs: 1, maxDelayMs: 5 } },
+  );
+
+  it('fails a page that is not JSON, and one past the bound, after retrying them', async () => {
+    const html = await failure(fx.api.webhooks.list());
+    expect(html).toBeInstanceOf(ApiUnavailableError);
+    expect((html as Error).message).toBe(
+      'GET /webhook returned a body that is not JSON (truncated?) (gave up after 2 retries)',
+    );
+    const big = await failure(fx.api.webhooks.list());
+    expect(big).toBeInstanceOf(ApiSchemaError);
+    expect(listed).toBe(4);
+    // An empty body still means none.
+    expect(await fx.api.webhooks.list()).toEqual([]);
   });
 });
 

@@ -6,6 +6,7 @@ import { runJob } from '../../src/jobs/runner.js';
 import { makeLogger, SecretScrubber } from '../../src/log.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
 import { ApiRequestError, ApiUnavailableError } from '../../src/partner-api/errors.js';
+import { keyScrubber } from '../../src/partner-api/http.js';
 import { syncReviews } from '../../src/pull/syncReviews.js';
 import { freshDb } from '../helpers/db.js';
 import { type FakePlatform, startFakePlatform } from '../helpers/fakePlatform.js';
@@ -30,20 +31,20 @@ describe('a platform that echoes the API key', () => {
       if (path === '/reviews') return { status: 400, body: { error: echo } };
       if (path === '/professionals/p') return { status: 500, body: { error: echo } };
       if (path === '/locations/not-json') return { status: 200, body: echo };
-      if (path === '/locations/x')
-        return {
-          status: 200,
-          body: {
-            id: 1,
-            slug: 'x',
-            name: `branch ${KEY}`,
-            active: true,
-            address: {},
-            profile_url: `https://p.example/x?key=${ENCODED}`,
-            default_survey_url: null,
-            created_at: '2025-01-01T00:00:00Z',
-          },
-        };
+      const location = {
+        id: 1,
+        slug: 'x',
+        name: `branch ${KEY}`,
+        active: true,
+        address: {},
+        profile_url: `https://p.example/x?key=${ENCODED}`,
+        default_survey_url: null,
+        created_at: '2025-01-01T00:00:00Z',
+      };
+      if (path === '/locations/x') return { status: 200, body: location };
+      // PHP's json_encode writes every "/" as "\/": the key's slash, escaped, until parsed.
+      if (path === '/locations/php')
+        return { status: 200, body: JSON.stringify(location).replaceAll('/', '\\/') };
       if (path === '/webhook')
         return { status: 200, body: [{ id: 7, url: 'https://m.example/hook', last_error: `401: ${echo}` }] };
       return { status: 404, body: { error: 'not found' } };
@@ -94,6 +95,19 @@ describe('a platform that echoes the API key', () => {
     const [webhook] = await api.webhooks.list();
     expect(webhook!.last_error).toBe('401: unknown parameter for api key [REDACTED] (sent as [REDACTED])');
     expectNoKey(webhook);
+  });
+
+  it('keeps the key out as other JSON encoders escape it: PHP\'s "\\/", Go\'s "\\u0026"', async () => {
+    const location = await api.locations.get('php');
+    expect(location.name).toBe('branch [REDACTED]');
+    expectNoKey(location);
+    const htmlKey = 'rm_live_a&b<c>d';
+    const goEncoded = JSON.stringify({ error: `bad key ${htmlKey}` }).replace(
+      /[<>&]/g,
+      (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+    );
+    expect(goEncoded).not.toContain(htmlKey);
+    expect(JSON.parse(keyScrubber(htmlKey).scrub(goEncoded))).toEqual({ error: 'bad key [REDACTED]' });
   });
 
   it('keeps the key out of sync_runs.error and the log', async () => {

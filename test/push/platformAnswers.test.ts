@@ -38,6 +38,21 @@ function cliFixture(answer: (req: FakeRequest) => FakeAnswer): {
   return fixture;
 }
 
+/** `columns` of every row of `table` in the fixture's database, ordered by the first. */
+async function readRows(cli: { dir: string; schema: string }, table: string, columns: string[]) {
+  const db = await openDb({
+    url: TEST_DATABASE_URL,
+    dataDir: join(cli.dir, 'data'),
+    schema: cli.schema,
+    poolMax: 1,
+  });
+  try {
+    return await db.knex(db.table(table)).orderBy(columns[0]!).select(columns);
+  } finally {
+    await db.close();
+  }
+}
+
 /**
  * Spec 4.1 and 4.2 show no answer body worth trusting: ids and statuses holding U+0000 or running
  * to megabytes must still be recorded, after the request was sent, so nothing is sent twice.
@@ -59,19 +74,7 @@ describe('contacts and events whose answers carry unstorable text', () => {
     return { status: 404, body: { error: 'not found' } };
   });
 
-  const rows = async (table: string, columns: string[]) => {
-    const db = await openDb({
-      url: TEST_DATABASE_URL,
-      dataDir: join(cli.dir, 'data'),
-      schema: cli.schema,
-      poolMax: 1,
-    });
-    try {
-      return await db.knex(db.table(table)).orderBy(columns[0]!).select(columns);
-    } finally {
-      await db.close();
-    }
-  };
+  const rows = (table: string, columns: string[]) => readRows(cli, table, columns);
 
   it('records each contact sent with the id the platform gave, and sends none again', async () => {
     const file = join(cli.dir, 'contacts.csv');
@@ -144,6 +147,138 @@ describe('contacts and events accepted with a body that is not JSON', () => {
     }
     expect((await runCli(['events', 'flush'], cli.env)).stdout).toContain('sent=0');
     expect(posts.events).toBe(2);
+  });
+});
+
+/**
+ * A 2xx whose body says the platform refused the request (`{"success": false, "error": …}`): the
+ * contact or event failed with the platform's text, never recorded as sent and silently lost.
+ */
+describe('contacts and events refused in a success body', () => {
+  const refusal = { success: false, error: 'Unknown event_type: matter.closed' };
+  const cli = cliFixture(({ method, path }) =>
+    method === 'POST' && (path === '/contacts' || path === '/events')
+      ? { status: 200, body: refusal }
+      : { status: 404, body: { error: 'not found' } },
+  );
+
+  it('fails the contact with the platform text', async () => {
+    const file = join(cli.dir, 'contacts.csv');
+    await writeFile(file, 'external_id,email\nx1,a@example.com\n');
+    const pushed = await runCli(['contacts', 'push', file], cli.env);
+    expect(pushed.stdout).toContain('sent=0 failed=1');
+    expect(pushed.code).toBe(1);
+    expect(await readRows(cli, 'contacts', ['key', 'last_error'])).toEqual([
+      { key: 'x1', last_error: 'POST /contacts answered 200: Unknown event_type: matter.closed' },
+    ]);
+  });
+
+  it('fails the event with the platform text, and does not send it again', async () => {
+    const send = ['events', 'send', '--email', 'a@example.com', '--type', 'matter.closed'];
+    expect((await runCli(send, cli.env)).code).toBe(0);
+    expect((await runCli(['events', 'flush'], cli.env)).stdout).toContain('sent=0 retried=0 failed=1');
+    expect(await readRows(cli, 'events_outbox', ['email', 'state', 'last_error'])).toEqual([
+      {
+        email: 'a@example.com',
+        state: 'failed',
+        last_error: 'POST /events answered 200: Unknown event_type: matter.closed',
+      },
+    ]);
+  });
+});
+
+/**
+ * A 403 on one record while the key works for every other (the spec has 401 for a bad key, and
+ * shows no error codes for contacts or events): that record is refused, with the platform's text,
+ * and the rest is sent. A key the platform refuses everywhere still stops the push (client.test.ts).
+ */
+describe('a contact and an event answered 403 while the key works', () => {
+  const sent = { contacts: 0, events: 0, keyChecks: 0 };
+  const optedOut = { status: 403, body: { error: 'contact has opted out of communications' } };
+  const cli = cliFixture(({ method, path, body }) => {
+    if (method === 'GET' && path === '/reviews') {
+      sent.keyChecks++;
+      return {
+        status: 200,
+        body: { reviews: [], pagination: { count: 0, has_more: false, next_cursor: null } },
+      };
+    }
+    const optOut = method === 'POST' && body.includes('optout@example.com');
+    if (method === 'POST' && path === '/contacts') {
+      if (optOut) return optedOut;
+      sent.contacts++;
+      return { status: 201, body: { contact: { id: `c-${sent.contacts}` }, created: true } };
+    }
+    if (method === 'POST' && path === '/events') {
+      if (optOut) return optedOut;
+      sent.events++;
+      return { status: 202, body: { id: `e-${sent.events}`, status: 'queued' } };
+    }
+    return { status: 404, body: { error: 'not found' } };
+  });
+
+  it('fails that contact alone and sends the others', async () => {
+    const file = join(cli.dir, 'contacts.csv');
+    const others = Array.from({ length: 5 }, (_, i) => `x${i + 1},c${i + 1}@example.com`);
+    await writeFile(file, `external_id,email\nx0,optout@example.com\n${others.join('\n')}\n`);
+    const pushed = await runCli(['contacts', 'push', file], cli.env);
+    expect(pushed.stdout).toContain('sent=5 failed=1');
+    expect(pushed.code).toBe(1);
+    expect(sent.contacts).toBe(5);
+    const failed = (await readRows(cli, 'contacts', ['key', 'last_error'])).filter(
+      (r) => r.last_error !== null,
+    );
+    expect(failed).toEqual([
+      { key: 'x0', last_error: 'POST /contacts answered 403: contact has opted out of communications' },
+    ]);
+    expect(sent.keyChecks).toBe(1);
+  });
+
+  it('fails that event alone and sends the other', async () => {
+    for (const email of ['optout@example.com', 'a@example.com']) {
+      const send = ['events', 'send', '--email', email, '--type', 'matter.closed'];
+      expect((await runCli(send, cli.env)).code).toBe(0);
+    }
+    expect((await runCli(['events', 'flush'], cli.env)).stdout).toContain('sent=1 retried=0 failed=1');
+    expect(sent.events).toBe(1);
+  });
+});
+
+/**
+ * A 2xx whose body is cut off in transit (the connection drops once the status and a few bytes
+ * arrived): the platform acted on the request, so what cannot be sent again harmlessly is
+ * recorded as sent, not sent again as an unknown outcome.
+ */
+describe('contacts and events accepted, their answer cut off in transit', () => {
+  const posts = { contacts: 0, events: 0 };
+  const cli = cliFixture(({ method, path }) => {
+    if (method === 'POST' && path === '/contacts') {
+      posts.contacts++;
+      return { status: 201, body: { contact: { id: `c-${posts.contacts}` }, created: true }, cutAfter: 5 };
+    }
+    if (method === 'POST' && path === '/events') {
+      posts.events++;
+      return { status: 202, body: { id: `e-${posts.events}`, status: 'queued' }, cutAfter: 5 };
+    }
+    return { status: 404, body: { error: 'not found' } };
+  });
+
+  it('sends a contact without external_id once', async () => {
+    const file = join(cli.dir, 'contacts.csv');
+    await writeFile(file, 'external_id,email\n,b@example.com\n');
+    const first = await runCli(['contacts', 'push', file], cli.env);
+    expect(first.stdout).toContain('sent=1 failed=0');
+    expect(first.code).toBe(0);
+    expect((await runCli(['contacts', 'push', file], cli.env)).stdout).toContain('sent=0 failed=0');
+    expect(posts.contacts).toBe(1);
+  });
+
+  it('sends an event once', async () => {
+    const send = ['events', 'send', '--email', 'a@example.com', '--type', 'matter.closed'];
+    expect((await runCli(send, cli.env)).code).toBe(0);
+    expect((await runCli(['events', 'flush'], cli.env)).stdout).toContain('sent=1 retried=0 failed=0');
+    expect((await runCli(['events', 'flush'], cli.env)).stdout).toContain('sent=0');
+    expect(posts.events).toBe(1);
   });
 });
 

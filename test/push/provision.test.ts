@@ -317,6 +317,27 @@ describe('provisioning locations and professionals', () => {
     }
   });
 
+  it('reports a create refused with no error text by what the platform answered', {
+    timeout: 60_000,
+  }, async () => {
+    const platform = await startFakePlatform((req) =>
+      req.method === 'POST' ? { status: 405, body: '' } : { status: 404, body: { error: 'Not found' } },
+    );
+    try {
+      const file = await write('bare405.yaml', { locations: [{ name: 'Bare Office', slug: 'bare-office' }] });
+      const result = await runCli(
+        ['provision', file, '--no-wait'],
+        envFor({ url: platform.url, apiKey: 'rm-test-key' }),
+      );
+      expect(result.code).toBe(1);
+      const line = reportLines(result.stdout).get('bare-office');
+      expect(line?.outcome).toBe('failed');
+      expect(line?.rest).toContain('POST /locations answered 405: (no error text)');
+    } finally {
+      await platform.close();
+    }
+  });
+
   it('reports what was created when the database fails at the end of the run, and exits non-zero', {
     timeout: 60_000,
   }, async () => {

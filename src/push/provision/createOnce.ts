@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describeError } from '../../errors.js';
 import { ApiAuthError, ApiRequestError } from '../../partner-api/errors.js';
+import { NO_ERROR_TEXT } from '../../partner-api/http.js';
 import { nextRetryDelayMs, type RetryPolicy } from '../../partner-api/retryPolicy.js';
 
 export type CreateOutcome<T> =
@@ -75,7 +76,11 @@ export async function createOnce<T>(
           });
           if (landed !== undefined) return { record: landed, created: true };
         }
-        return { error: error.platformError, status: error.status };
+        // The platform's own words; with none (an empty 405), what it answered to what.
+        return {
+          error: error.platformError === NO_ERROR_TEXT ? error.message : error.platformError,
+          status: error.status,
+        };
       }
       uncertain = error;
     }
