@@ -2,12 +2,14 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { type Context, commandAction, withDb } from '../context.js';
 import type { Db } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
+import { storableText } from '../db/storableText.js';
 import { makePartnerApi, type PartnerApi, partnerApiOptions } from '../partner-api/client.js';
 import { ApiRequestError } from '../partner-api/errors.js';
 import { alignColumns } from '../status/alignColumns.js';
 import { webhookState } from '../webhooks/health.js';
 import { registerWebhook } from '../webhooks/register.js';
 import { replayInbox } from '../webhooks/replay.js';
+import { SigningSecrets } from '../webhooks/secrets.js';
 import {
   listWebhookIdsWithSecret,
   markWebhookDeleted,
@@ -78,16 +80,20 @@ export function webhooksCommand(): Command {
     .action(
       commandAction(async (ctx, opts: { json?: boolean }) => {
         await withApiAndDb(ctx, async (api, db) => {
-          const listed = await api.webhooks.list();
+          const answered = await api.webhooks.list();
+          // The stored secrets too: the platform may echo one in a last_error.
+          const secrets = new SigningSecrets(ctx.config.webhook.secrets, ctx.scrubber);
+          await secrets.refresh(db);
+          const listed = secrets.scrubListed(answered);
           await recordListedWebhooks(db.knex, db, listed);
           const withSecret = await listWebhookIdsWithSecret(db.knex, db);
           const rows: WebhookListing[] = listed.map((w) => ({
             id: w.id,
-            url: w.url,
+            url: w.url ?? '',
             state: webhookState(w),
             is_active: w.is_active ?? null,
             last_error: w.last_error,
-            secret_stored: withSecret.has(w.id),
+            secret_stored: withSecret.has(storableText(w.id)),
           }));
           process.stdout.write(
             opts.json ? `${JSON.stringify(rows, null, 2)}\n` : `${formatWebhooks(rows)}\n`,

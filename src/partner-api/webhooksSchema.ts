@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { indexedText } from './indexedText.js';
 
 /**
  * Webhook registration (spec 4.6). The list's shape is "not shown" by the spec: both
@@ -25,31 +26,65 @@ const optionalFlag = z
   .optional()
   .transform((v) => (typeof v === 'boolean' ? v : v === 'true' ? true : v === 'false' ? false : undefined));
 
-export const webhookSchema = z.object({
-  id: z.union([z.string().min(1), z.number()]).transform(String),
-  url: z.string(),
-  events: z.array(z.string()).optional().default([]),
+// `events` informs too, but ensure (src/webhooks/ensure.ts) must tell a value it cannot read (null
+// here) from none given ([]): a webhook whose events are unreadable may be another subscription to
+// our URL, so it is neither kept as ours nor deleted as a duplicate of ours.
+const events = z
+  .unknown()
+  .optional()
+  .transform((v): string[] | null =>
+    v === undefined ? [] : Array.isArray(v) && v.every((e) => typeof e === 'string') ? v : null,
+  );
+
+// Stored as the primary key: a registration whose id cannot be stored is deleted again
+// (src/webhooks/register.ts), so its answer takes any id and the bound is checked there.
+const anyId = z.union([z.string().min(1), z.number()]).transform(String);
+
+const webhookFields = {
+  url: optionalText,
+  events,
   is_active: optionalFlag,
   created_at: optionalText,
   description: optionalText,
   last_error: lastError,
+};
+
+export const webhookSchema = z.object({
+  id: z.union([indexedText, z.number()]).transform(String),
+  ...webhookFields,
 });
 export type Webhook = z.infer<typeof webhookSchema>;
 
-export const registeredWebhookSchema = webhookSchema.extend({ signing_secret: z.string().min(1) });
+// Only the id and the secret must be valid: the answer is the only time the secret is shown.
+export const registeredWebhookSchema = z.object({
+  id: anyId,
+  ...webhookFields,
+  signing_secret: z.string().min(1),
+});
 export type RegisteredWebhook = z.infer<typeof registeredWebhookSchema>;
 
 export const registerResponseSchema = z
   .union([z.object({ webhook: registeredWebhookSchema }), registeredWebhookSchema])
   .transform((v) => ('webhook' in v ? v.webhook : v));
 
-// An empty body, `null`, `{}` and `{"webhooks": null}`: a company without webhooks, which must
-// still be able to register one. An object holding anything but `webhooks` stays refused: its
-// list may be under another key, and taking it for none would register the URL again and again.
-const noWebhooks = z.union([z.undefined(), z.null(), z.strictObject({})]).transform((): Webhook[] => []);
-
+/**
+ * One schema, not a union of the shapes: a union's error names a branch's complaint (`Unrecognized
+ * key: "webhooks"`) instead of the field at fault (`webhooks[17].id`). Every shape is read as
+ * `{webhooks: ...}`: a bare array is the list itself, and an empty body, `null`, `{}` and
+ * `{"webhooks": null}` are a company without webhooks, which must still be able to register one.
+ * An object holding anything but `webhooks` stays refused: its list may be under another key, and
+ * taking it for none would register the URL again and again.
+ */
 export const webhookListSchema = z
-  .union([z.object({ webhooks: z.array(webhookSchema).nullable() }), z.array(webhookSchema), noWebhooks])
-  .transform((v) => (Array.isArray(v) ? v : (v.webhooks ?? [])));
+  .preprocess(
+    (v) =>
+      Array.isArray(v)
+        ? { webhooks: v }
+        : v === undefined || v === null || (typeof v === 'object' && Object.keys(v).length === 0)
+          ? { webhooks: null }
+          : v,
+    z.object({ webhooks: z.array(webhookSchema).nullable() }),
+  )
+  .transform((v) => v.webhooks ?? []);
 
 export const REVIEW_CREATED_EVENT = 'review.created';

@@ -1,10 +1,11 @@
 import type { Db } from '../db/connect.js';
+import { storableText } from '../db/storableText.js';
 import type { Logger } from '../log.js';
 import type { PartnerApi } from '../partner-api/client.js';
 import type { Webhook } from '../partner-api/webhooksSchema.js';
 import { registerWebhook } from './register.js';
 import type { SigningSecrets } from './secrets.js';
-import { listWebhookIdsWithSecret, markWebhookDeleted, recordListedWebhooks } from './webhooksSql.js';
+import { listStoredWebhooks, markWebhookDeleted, recordListedWebhooks } from './webhooksSql.js';
 
 export interface EnsurePlan {
   /** The webhook to keep, when one of those listed can be kept. */
@@ -19,24 +20,43 @@ export interface EnsurePlan {
  * Pure decision for "exactly one webhook with this URL". A webhook whose secret we stored is kept;
  * failing that, an existing one is kept only if the operator configured secrets (it is presumably
  * one of them); otherwise we cannot verify its deliveries, so a new one is registered and the
- * others removed.
+ * others removed. `storedWithSecret` holds ids as stored (see storableText): an id the platform
+ * gives with U+0000 is compared in that form, or our own webhook would be taken for another's.
  */
 export function planEnsure(
-  listed: readonly Pick<Webhook, 'id' | 'url' | 'created_at'>[],
+  listed: readonly ListedWebhook[],
   url: string,
   storedWithSecret: ReadonlySet<string>,
   haveConfiguredSecrets: boolean,
 ): EnsurePlan {
+  const ours = (w: ListedWebhook) => storedWithSecret.has(storableText(w.id));
+  const target = comparableUrl(url);
   const matching = listed
-    .filter((w) => w.url === url)
+    .filter((w) => w.url !== undefined && comparableUrl(w.url) === target)
+    // Events shown unreadably may be another subscription to the same URL: unless we registered
+    // it, such a webhook is neither kept for review.created nor deleted as a duplicate.
+    .filter((w) => w.events !== null || ours(w))
     .sort((a, b) => (a.created_at ?? '').localeCompare(b.created_at ?? '') || a.id.localeCompare(b.id));
-  const ours = matching.filter((w) => storedWithSecret.has(w.id));
-  const keep = ours.at(-1)?.id ?? (haveConfiguredSecrets ? matching[0]?.id : undefined);
+  const keep = matching.filter(ours).at(-1)?.id ?? (haveConfiguredSecrets ? matching[0]?.id : undefined);
   return {
     keep,
     register: keep === undefined,
     remove: matching.filter((w) => w.id !== keep).map((w) => w.id),
   };
+}
+
+type ListedWebhook = Pick<Webhook, 'id' | 'url' | 'created_at'> & { events?: Webhook['events'] };
+
+/**
+ * A URL as the platform may store it (WHATWG: host in lower case, default port dropped), so one
+ * normalised on registration is still found; text that does not parse is compared as is.
+ */
+function comparableUrl(url: string): string {
+  try {
+    return new URL(url).href;
+  } catch {
+    return url;
+  }
 }
 
 export interface EnsureDeps {
@@ -54,10 +74,15 @@ export async function ensureRegistration(
   signal?: AbortSignal,
 ): Promise<EnsurePlan> {
   const { api, db, log } = deps;
-  const listed = await api.webhooks.list(signal);
+  await deps.secrets.refresh(db);
+  const listed = deps.secrets.scrubListed(await api.webhooks.list(signal));
   await recordListedWebhooks(db.knex, db, listed);
-  const stored = await listWebhookIdsWithSecret(db.knex, db);
-  const plan = planEnsure(listed, url, stored, deps.haveConfiguredSecrets);
+  // A list that does not show a webhook's URL: the one we stored for it (kept by the recording).
+  const stored = await listStoredWebhooks(db.knex, db);
+  const storedUrl = new Map(stored.map((w) => [w.id, w.url]));
+  const withSecret = new Set(stored.filter((w) => w.signing_secret !== null).map((w) => w.id));
+  const withUrl = listed.map((w) => ({ ...w, url: w.url ?? storedUrl.get(storableText(w.id)) }));
+  const plan = planEnsure(withUrl, url, withSecret, deps.haveConfiguredSecrets);
   if (plan.register) {
     const created = await registerWebhook(
       api,

@@ -1,4 +1,5 @@
 import type { Db } from '../db/connect.js';
+import { storableText } from '../db/storableText.js';
 import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import type { Logger } from '../log.js';
 import type { PartnerApi } from '../partner-api/client.js';
@@ -58,11 +59,12 @@ export async function checkWebhookHealth(
 ): Promise<WebhookHealth> {
   const { db, log } = deps;
   const before = new Map((await listStoredWebhooks(db.knex, db)).map((w) => [w.id, w.last_error]));
-  const listed = await deps.api.webhooks.list(signal);
-  await recordListedWebhooks(db.knex, db, listed);
+  const answered = await deps.api.webhooks.list(signal);
   await deps.secrets.refresh(db);
+  const listed = deps.secrets.scrubListed(answered);
+  await recordListedWebhooks(db.knex, db, listed);
   for (const w of listed) {
-    if (w.last_error !== null && w.last_error !== before.get(w.id)) {
+    if (w.last_error !== null && w.last_error !== before.get(storableText(w.id))) {
       // A dropped delivery: the poll will pick the review up, but the endpoint needs attention.
       log.warn({ webhookId: w.id, lastError: w.last_error }, 'platform recorded a webhook delivery failure');
     }

@@ -27,6 +27,19 @@ export class SigningSecrets {
     this.#scrubber.add(secret);
   }
 
+  /**
+   * `listed` with no secret known here (configured, stored, just registered, the API key) in the
+   * texts the platform writes: a `last_error` may echo the secret a delivery was signed with, and
+   * it is stored and printed. Call after `refresh`, so that the stored secrets are known.
+   */
+  scrubListed<W extends { last_error: string | null; description?: string | undefined }>(
+    listed: readonly W[],
+  ): W[] {
+    const scrub = <T extends string | null | undefined>(text: T): T =>
+      (typeof text === 'string' ? this.#scrubber.scrub(text) : text) as T;
+    return listed.map((w) => ({ ...w, last_error: scrub(w.last_error), description: scrub(w.description) }));
+  }
+
   /** The set in force; read once per delivery. */
   current(): readonly string[] {
     return this.#current;

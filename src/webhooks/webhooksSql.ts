@@ -23,8 +23,10 @@ export interface StoredWebhook {
 /** What the platform says about one webhook (registration response or list entry). */
 export interface WebhookSnapshot {
   id: string;
-  url: string;
-  events?: readonly string[] | undefined;
+  /** Undefined when the platform did not show it (a list keeps the one stored). */
+  url?: string | undefined;
+  /** Null when the platform showed them unreadably. */
+  events?: readonly string[] | null | undefined;
   is_active?: boolean | undefined;
   created_at?: string | undefined;
   description?: string | null | undefined;
@@ -48,7 +50,7 @@ function storableCreatedAt(value: string | undefined): string | null {
 function storableSnapshot(webhook: WebhookSnapshot) {
   return {
     id: storableText(webhook.id),
-    url: storableText(webhook.url),
+    url: storableText(webhook.url ?? ''),
     description: storableText(webhook.description ?? null),
     events: (webhook.events ?? []).map((e) => storableText(e)),
     created_at: storableCreatedAt(webhook.created_at),
@@ -73,10 +75,13 @@ export async function saveRegistration(
     .merge(['url', 'description', 'events', 'signing_secret', 'created_at', 'registered_at', 'is_active']);
 }
 
-/** Marks a webhook deleted: its secret stops being accepted. Returns whether it was known. */
+/**
+ * Marks a webhook deleted: its secret stops being accepted. Returns whether it was known. `id` is
+ * the platform's, looked up as it was stored.
+ */
 export async function markWebhookDeleted(q: Queryable, db: Tables, id: string): Promise<boolean> {
   const count = await q(db.table('webhooks'))
-    .where({ id })
+    .where({ id: storableText(id) })
     .whereNull('deleted_at')
     .update({ deleted_at: q.fn.now() });
   return count > 0;
@@ -93,19 +98,32 @@ export async function recordListedWebhooks(
   db: Tables,
   listed: readonly WebhookSnapshot[],
 ): Promise<void> {
-  if (listed.length === 0) return;
-  const unique = new Map(listed.map((w) => [w.id, w]));
-  await q(db.table('webhooks'))
-    .insert(
-      [...unique.values()].map((w) => ({
-        ...storableSnapshot(w),
-        is_active: w.is_active ?? null,
-        checked_at: q.fn.now(),
-      })),
-    )
-    .onConflict('id')
-    .merge(['url', 'is_active', 'last_error', 'checked_at']);
+  // Deduplicated as stored: ON CONFLICT cannot update one row twice in a statement.
+  const unique = [...new Map(listed.map((w) => [storableText(w.id), w])).values()];
+  // A statement holds at most 65,535 parameters: a company with ten thousand webhooks is recorded
+  // in several.
+  for (let start = 0; start < unique.length; start += RECORD_CHUNK) {
+    await q(db.table('webhooks'))
+      .insert(
+        unique.slice(start, start + RECORD_CHUNK).map((w) => ({
+          ...storableSnapshot(w),
+          is_active: w.is_active ?? null,
+          checked_at: q.fn.now(),
+        })),
+      )
+      .onConflict('id')
+      .merge({
+        // A list that does not show the URL keeps the one stored: ensure finds our webhook by it.
+        url: q.raw(`coalesce(nullif(excluded.url, ''), ??)`, ['webhooks.url']),
+        is_active: q.raw('excluded.is_active'),
+        last_error: q.raw('excluded.last_error'),
+        checked_at: q.raw('excluded.checked_at'),
+      });
+  }
 }
+
+/** Rows per statement of recordListedWebhooks: 7 parameters each. */
+const RECORD_CHUNK = 1000;
 
 /** Every webhook not deleted by us, oldest first. */
 export async function listStoredWebhooks(q: Queryable, db: Tables): Promise<StoredWebhook[]> {

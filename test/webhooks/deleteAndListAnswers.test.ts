@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { SecretScrubber } from '../../src/log.js';
 import { ApiRequestError, ApiSchemaError } from '../../src/partner-api/errors.js';
 import { ensureRegistration } from '../../src/webhooks/ensure.js';
+import { checkWebhookHealth } from '../../src/webhooks/health.js';
 import { SigningSecrets } from '../../src/webhooks/secrets.js';
 import { saveRegistration } from '../../src/webhooks/webhooksSql.js';
 import { cliEnv, runCli } from '../helpers/cli.js';
@@ -162,5 +163,68 @@ describe('a webhook list answered with nothing', () => {
   it('still refuses an object without `webhooks` that holds anything', async () => {
     listAnswer = { data: [{ id: 'wh_9', url: URL }] };
     expect(await failure(fx.api.webhooks.list())).toBeInstanceOf(ApiSchemaError);
+  });
+});
+
+/**
+ * One webhook of another shape must not fail the list the health poll and `run` read every tick;
+ * a list that is still invalid names the entry and field at fault, not a shape it was tried as.
+ */
+describe('a webhook list with one entry of another shape among many', () => {
+  const hooks = (n: number) =>
+    Array.from(
+      { length: n },
+      (_, i): Record<string, unknown> => ({
+        id: `wh_${i}`,
+        url: `https://m${i}.example.com/x`,
+        events: ['review.created'],
+        is_active: true,
+      }),
+    );
+  let listAnswer: unknown = [];
+  const fx = fakePlatformFixture(({ path }) =>
+    path === '/webhook' ? { status: 200, body: listAnswer } : { status: 404, body: { error: 'not found' } },
+  );
+  const health = () =>
+    checkWebhookHealth({
+      api: fx.api,
+      db: fx.db,
+      secrets: new SigningSecrets([], new SecretScrubber()),
+      log: quietLog,
+    });
+  const storedCount = async () => Number((await fx.db.knex(fx.db.table('webhooks')).count({ n: '*' }))[0]?.n);
+
+  it('records the list whose informational fields are of another type', async () => {
+    const list = hooks(30);
+    list[17]!.events = null;
+    list[18]!.events = 'review.created';
+    list[19]!.url = null;
+    delete list[20]!.url;
+    listAnswer = { webhooks: list };
+    expect((await health()).listed).toHaveLength(30);
+    expect(await storedCount()).toBe(30);
+  });
+
+  it('names the entry and the field of a list that stays invalid', async () => {
+    const list = hooks(30);
+    list[17]!.id = { value: 17 };
+    for (const body of [{ webhooks: list }, list]) {
+      listAnswer = body;
+      const error = await failure(fx.api.webhooks.list());
+      expect(error).toBeInstanceOf(ApiSchemaError);
+      expect((error as ApiSchemaError).field).toBe('webhooks[17].id');
+    }
+    list[17]!.id = 'wh_'.padEnd(8000, 'x');
+    listAnswer = { webhooks: list };
+    expect(((await failure(fx.api.webhooks.list())) as Error).message).toBe(
+      'GET /webhook returned an invalid body: webhooks[17].id: must be at most 500 characters',
+    );
+  });
+
+  // One INSERT of 7 parameters a row holds at most 65,535 of them.
+  it('records a list of 10,000 webhooks', async () => {
+    listAnswer = { webhooks: hooks(10_000) };
+    expect((await health()).states).toMatchObject({ active: 10_000 });
+    expect(await storedCount()).toBe(10_000);
   });
 });

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SecretScrubber } from '../../src/log.js';
 import { ensureRegistration } from '../../src/webhooks/ensure.js';
@@ -105,5 +106,102 @@ describe('a registration whose signing secret cannot be stored', () => {
     await expect(ensure()).rejects.toThrow(
       /which the database cannot store; deleting it failed too \(.*500.*\): delete it with `review-mirror webhooks delete wh_nul`$/,
     );
+  });
+});
+
+/**
+ * Only the id and the secret of a registration's answer matter: informational fields of another
+ * shape must not lose the secret, or `run` registers another webhook at every health tick.
+ */
+describe('a registration answer whose events or url are of another shape', () => {
+  const shapes: Array<[string, (id: string) => Record<string, unknown>]> = [
+    ['events as a string', (id) => ({ id, url: URL, events: 'review.created' })],
+    ['events null', (id) => ({ id, url: URL, events: null })],
+    ['no url', (id) => ({ id, events: ['review.created'] })],
+    ['url a number', (id) => ({ id, url: 42, events: [1] })],
+  ];
+  let shape = shapes[0]![1];
+  let listed: Array<Record<string, unknown>> = [];
+  const deleted: string[] = [];
+  const fx = fakePlatformFixture(({ method, path, query }) => {
+    if (path !== '/webhook') return { status: 404, body: { error: 'not found' } };
+    if (method === 'GET') return { status: 200, body: { webhooks: listed } };
+    if (method === 'DELETE') {
+      deleted.push(query.get('id') ?? '');
+      return { status: 204, body: '' };
+    }
+    const answer = shape(`wh_${listed.length + 1}`);
+    // The list shows the registration as its answer did, the URL as registered.
+    listed.push({ ...answer, url: 'url' in answer ? answer.url : undefined });
+    return { status: 201, body: { webhook: { ...answer, signing_secret: `${SECRET}_${listed.length}` } } };
+  });
+  const ensure = (haveConfiguredSecrets = false) =>
+    ensureRegistration(
+      {
+        api: fx.api,
+        db: fx.db,
+        secrets: new SigningSecrets([], new SecretScrubber()),
+        log: quietLog,
+        haveConfiguredSecrets,
+      },
+      URL,
+    );
+  const stored = (id: string) => fx.db.knex(fx.db.table('webhooks')).where({ id }).first();
+
+  it('stores the secret and the URL asked for, and keeps that webhook at the next ticks', async () => {
+    for (const [name, answerOf] of shapes) {
+      listed = [];
+      shape = answerOf;
+      await fx.db.knex(fx.db.table('webhooks')).delete();
+      for (let tick = 0; tick < 3; tick++) await ensure();
+      expect(listed, name).toHaveLength(1);
+      expect(deleted, name).toEqual([]);
+      expect(await stored('wh_1'), name).toMatchObject({ url: URL, signing_secret: `${SECRET}_1` });
+    }
+  });
+
+  it('neither keeps nor deletes a webhook of the URL whose events it cannot read and that is not ours', async () => {
+    await fx.db.knex(fx.db.table('webhooks')).delete();
+    shape = (id) => ({ id, url: URL, events: ['review.created'] });
+    listed = [{ id: 'wh_other', url: URL, events: 'review.updated' }];
+    // Configured secrets would otherwise keep it as ours, none configured would delete it.
+    expect(await ensure(true)).toEqual({ keep: undefined, register: true, remove: [] });
+    expect(await ensure(false)).toEqual({ keep: 'wh_2', register: false, remove: [] });
+    expect(deleted).toEqual([]);
+    expect(listed.map((w) => w.id)).toEqual(['wh_other', 'wh_2']);
+  });
+});
+
+/**
+ * A webhook id is the table's primary key: one longer than a B-tree entry holds cannot be stored,
+ * and its secret with it. Such a registration must not stay behind on the platform unverifiable.
+ */
+describe('a registration whose id cannot be indexed', () => {
+  // Incompressible: PostgreSQL compresses an index entry before it measures it.
+  const LONG_ID = randomBytes(6000).toString('base64');
+  const deleted: string[] = [];
+  const fx = fakePlatformFixture(({ method, path, query }) => {
+    if (path !== '/webhook') return { status: 404, body: { error: 'not found' } };
+    if (method === 'GET') return { status: 200, body: { webhooks: [] } };
+    if (method === 'DELETE') {
+      deleted.push(query.get('id') ?? '');
+      return { status: 204, body: '' };
+    }
+    return { status: 201, body: { webhook: { id: LONG_ID, url: URL, signing_secret: SECRET } } };
+  });
+
+  it('deletes the webhook again and says why', async () => {
+    const scrubber = new SecretScrubber();
+    const secrets = new SigningSecrets([], scrubber);
+    await expect(
+      ensureRegistration(
+        { api: fx.api, db: fx.db, secrets, log: quietLog, haveConfiguredSecrets: false },
+        URL,
+      ),
+    ).rejects.toThrow(
+      'the platform registered a webhook with an id of 8000 characters (must be at most 500 characters), which the database cannot store; it was deleted again',
+    );
+    expect(deleted).toEqual([LONG_ID]);
+    expect(Number((await fx.db.knex(fx.db.table('webhooks')).count({ n: '*' }))[0]?.n)).toBe(0);
   });
 });

@@ -1,0 +1,77 @@
+import { describe, expect, it } from 'vitest';
+import { SecretScrubber } from '../../src/log.js';
+import { checkWebhookHealth } from '../../src/webhooks/health.js';
+import { SigningSecrets } from '../../src/webhooks/secrets.js';
+import { saveRegistration } from '../../src/webhooks/webhooksSql.js';
+import { cliEnv, runCli } from '../helpers/cli.js';
+import { freshDb, POSTGRES_URL } from '../helpers/db.js';
+import { quietLog } from '../helpers/log.js';
+import { fakePlatformFixture } from '../pull/helpers.js';
+
+const URL = 'https://mirror.example.com/webhooks/review-created';
+const STORED = 'whsec_stored_echoed_4f1c';
+const CONFIGURED = 'whsec_configured_echoed_9b2e';
+const KEY = 'rm_test_key_123456';
+
+/**
+ * A platform may quote a delivery's signing secret in the `last_error` of its list: the text is
+ * stored, logged and printed by `webhooks list` and `status`, and must hold no secret, whether
+ * stored by a registration or configured in WEBHOOK_SECRETS.
+ */
+describe('a webhook list whose last_error echoes a signing secret', () => {
+  const fx = fakePlatformFixture(({ path }) => {
+    if (path !== '/webhook') return { status: 404, body: { error: 'not found' } };
+    const webhook = (id: string, secret: string) => ({
+      id,
+      url: URL,
+      events: ['review.created'],
+      last_error: `delivery failed: signature with ${secret} refused`,
+      description: `label ${secret}`,
+    });
+    return { status: 200, body: [webhook('wh_1', STORED), webhook('wh_2', CONFIGURED)] };
+  });
+  const saveOurs = (db: typeof fx.db) =>
+    saveRegistration(db.knex, db, { id: 'wh_1', url: URL, signing_secret: STORED });
+  const expected = [
+    { id: 'wh_1', last_error: 'delivery failed: signature with [REDACTED] refused' },
+    { id: 'wh_2', last_error: 'delivery failed: signature with [REDACTED] refused' },
+  ];
+
+  it('is recorded by the health poll without the secrets', async () => {
+    await saveOurs(fx.db);
+    const secrets = new SigningSecrets([CONFIGURED], new SecretScrubber());
+    const { listed } = await checkWebhookHealth({ api: fx.api, db: fx.db, secrets, log: quietLog });
+    expect(listed).toMatchObject(expected);
+    expect(listed.map((w) => w.description)).toEqual(['label [REDACTED]', 'label [REDACTED]']);
+    const rows = await fx.db.knex(fx.db.table('webhooks')).orderBy('id').select('id', 'last_error');
+    expect(rows).toEqual(expected);
+  });
+
+  // The built CLI (`npm run build`) on a schema of its own on the local server: a child process
+  // cannot share the test's in-memory embedded database.
+  it('is printed and stored by `webhooks list` without the secrets', async () => {
+    const db = await freshDb({ url: POSTGRES_URL });
+    try {
+      await saveOurs(db);
+      const env = cliEnv({
+        DATABASE_URL: POSTGRES_URL,
+        DB_SCHEMA: db.schema,
+        REVIEWS_API_URL: fx.platform.url,
+        REVIEWS_API_KEY: KEY,
+        WEBHOOK_SECRETS: CONFIGURED,
+        LOG_LEVEL: 'trace',
+      });
+      for (const args of [['webhooks', 'list'], ['webhooks', 'list', '--json'], ['status']]) {
+        const result = await runCli(args, env);
+        expect(result.code, result.stderr).toBe(0);
+        expect(result.stdout).toContain('delivery failed: signature with [REDACTED] refused');
+        for (const secret of [STORED, CONFIGURED]) {
+          expect(result.stdout + result.stderr).not.toContain(secret);
+        }
+      }
+      expect(await db.knex(db.table('webhooks')).orderBy('id').select('id', 'last_error')).toEqual(expected);
+    } finally {
+      await db.close();
+    }
+  });
+});
