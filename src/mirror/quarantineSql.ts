@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Queryable, Tables } from '../db/queryable.js';
-import { storableJson } from '../db/storableText.js';
+import { storableJson, storableText } from '../db/storableText.js';
 import type { RejectedRecord } from '../partner-api/validRecords.js';
 import type { DirectoryTable } from './directorySql.js';
 
@@ -9,10 +9,14 @@ export type QuarantineTarget =
   | { readonly table: 'review_quarantine'; readonly source: 'feed' }
   | { readonly table: 'directory_quarantine'; readonly resource: DirectoryTable };
 
-/** The id a rejected record carries, as text, when it has one of a usable type. */
+/**
+ * The id a rejected record carries, as text, when it has one of a usable type. Storable, as it is
+ * written and compared in SQL: an id holding U+0000 (one reason to reject a record) would
+ * otherwise fail the statement, and with it the whole page of valid records beside it.
+ */
 export function rejectedRecordId(raw: unknown): string | null {
   const id = (raw as { id?: unknown } | null)?.id;
-  return typeof id === 'string' || typeof id === 'number' ? String(id) : null;
+  return typeof id === 'string' || typeof id === 'number' ? storableText(String(id)) : null;
 }
 
 /** Stores rejected records (a sighting more for those already there); returns how many were new. */

@@ -4,7 +4,8 @@ import type { Knex } from 'knex';
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { preparedRaw, type Queryable, type Tables } from '../db/queryable.js';
-import { arrayLiteralOf } from './arrayLiteral.js';
+import { uuidText } from '../partner-api/uuidText.js';
+import { arrayLiteral, arrayLiteralOf } from './arrayLiteral.js';
 import { copyField } from './copyText.js';
 import { latestPerId, type ReviewRow } from './reviewRow.js';
 
@@ -182,6 +183,23 @@ export async function markRemovedReviews(q: Queryable, db: Tables, walkStartedAt
     .where('first_seen_at', '<', walkStartedAt)
     .where((w) => w.whereNull('feed_seen_at').orWhere('feed_seen_at', '<', walkStartedAt))
     .update({ removed_at: q.fn.now() });
+}
+
+/**
+ * Reviews the feed returned that failed their schema (ids as rejectedRecordId gives them): they
+ * still exist on the platform, so they count as seen by the feed and a reconcile does not mark
+ * them removed; each keeps its last valid version. An id that is no UUID names no stored review,
+ * and leaving it out keeps the lookup on the primary key.
+ */
+export async function markSeenByFeed(q: Queryable, db: Tables, ids: readonly string[]): Promise<void> {
+  const uuids = ids.flatMap((id) => {
+    const parsed = uuidText.safeParse(id);
+    return parsed.success ? [parsed.data] : [];
+  });
+  if (uuids.length === 0) return;
+  await q(db.table('reviews'))
+    .whereRaw('?? = any(?::uuid[])', ['id', arrayLiteral(uuids)])
+    .update({ last_seen_at: q.fn.now(), feed_seen_at: q.fn.now(), removed_at: null });
 }
 
 export interface ReviewCounts {

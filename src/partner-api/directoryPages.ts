@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ApiSchemaError, ApiUnavailableError } from './errors.js';
 import { type HttpClient, platformErrorText } from './http.js';
 import { type Page, pageOf, paginate } from './paginate.js';
 import type { Pagination } from './paginationSchema.js';
@@ -7,7 +8,8 @@ import { type RejectedRecord, rejection } from './validRecords.js';
 
 /**
  * A single record read for the mirror: the record; or, when it fails its schema, its rejection;
- * or, when the platform answered with an error instead of a record, its text (`failed`).
+ * or, when the platform answered with an error or a body that is no record at all instead, why
+ * (`failed`).
  */
 export type CheckedRecord<T> =
   | { readonly record: T }
@@ -29,11 +31,36 @@ export async function readDirectoryRecord<T>(
   schema: z.ZodType<T>,
   signal?: AbortSignal,
 ): Promise<CheckedRecord<T>> {
-  const body = await http.request('GET', path, { route, schema: z.unknown(), signal });
+  let body: unknown;
+  try {
+    body = await http.request('GET', path, { route, schema: z.unknown(), signal });
+  } catch (error) {
+    const unreadable = unreadableAnswer(error);
+    if (unreadable === undefined) throw error;
+    return { failed: unreadable };
+  }
+  // No body, or one that is not JSON (a login page answered 200), as the transport may hand it on
+  // when it does not fail it: no record either, and every such read would share one quarantine
+  // row, saying neither which record it was nor what came.
+  if (body === undefined || body === null) {
+    return { failed: 'the 2xx answer is not the record: its body is empty, null or not JSON' };
+  }
   const parsed = schema.safeParse(body);
   if (parsed.success) return { record: parsed.data };
   if (isErrorAnswer(body)) return { failed: platformErrorText(JSON.stringify(body)) };
   return { rejected: rejection(body, parsed.error) };
+}
+
+/**
+ * Why a 2xx answer is not the record when the transport failed it for its body (not JSON, cut
+ * short, too large) after its retries, or undefined for any other failure: a platform that is down
+ * still fails the sync, while one record's unreadable answer fails only its read.
+ */
+function unreadableAnswer(error: unknown): string | undefined {
+  if (!(error instanceof ApiUnavailableError || error instanceof ApiSchemaError)) return undefined;
+  const { status } = error;
+  if (status === undefined || status < 200 || status > 299) return undefined;
+  return `the ${status} answer is not the record: ${error.message}`;
 }
 
 function isErrorAnswer(body: unknown): boolean {

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { unstorableReason } from '../db/storableText.js';
 import type { Logger } from '../log.js';
 import { ApiProtocolError } from './errors.js';
 import type { Pagination } from './paginationSchema.js';
@@ -97,6 +98,27 @@ export interface PaginateOptions<T> {
   readonly log?: Logger;
   /** Empty pages in a row claiming more that fail the walk. Default: MAX_EMPTY_PAGES_IN_A_ROW. */
   readonly maxEmptyPages?: number;
+  /**
+   * Whether the walk keeps its cursors in a checkpoint (PostgreSQL text): a next_cursor that text
+   * cannot hold as sent then fails the walk (see uncheckpointable). Default: false.
+   */
+  readonly checkpointed?: boolean;
+}
+
+/**
+ * Why `cursor` cannot be checkpointed, or undefined. Text cannot hold U+0000, and a lone surrogate
+ * is written as U+FFFD: the cursor would be lost, or altered and then sent back as another one
+ * (the platform might read it as another place in the feed). Nor can it be kept in another form:
+ * `sync_state.cursor` is text, which holds every other string, so an escaped cursor could not be
+ * told from one a checkpoint already holds as sent, not without a migration. The walk stops at
+ * it, naming it, once the pages before it are written.
+ */
+function uncheckpointable(cursor: string, page: number): string | undefined {
+  const reason = unstorableReason(cursor);
+  if (reason === undefined) return undefined;
+  // Escaped by JSON: the error's text is stored (sync_runs.error) and must not fail on it either.
+  const shown = JSON.stringify(cursor.length > 100 ? `${cursor.slice(0, 100)}…` : cursor);
+  return `next_cursor ${shown} of page ${page} ${reason} in the walk's checkpoint`;
 }
 
 /**
@@ -107,7 +129,8 @@ export interface PaginateOptions<T> {
  * A feed that lies cannot make the walk loop for ever: a cursor already followed in this walk,
  * a page identical to the previous one (same first and last item, given `idOf`), `maxEmptyPages`
  * pages in a row without a record that each claim more, and a walk past `maxPages` each fail it
- * with an ApiProtocolError, thrown before the offending page is handed out.
+ * with an ApiProtocolError, thrown before the offending page is handed out. So does, when
+ * `checkpointed`, a next_cursor that a checkpoint cannot hold.
  */
 export async function* paginate<T>(
   fetchPage: FetchPage<T>,
@@ -115,7 +138,7 @@ export async function* paginate<T>(
   options: PaginateOptions<T> = {},
 ): AsyncGenerator<Page<T>> {
   const { signal, route = 'the feed', maxPages = Number.POSITIVE_INFINITY, log } = options;
-  const { idOf, maxEmptyPages = MAX_EMPTY_PAGES_IN_A_ROW } = options;
+  const { idOf, maxEmptyPages = MAX_EMPTY_PAGES_IN_A_ROW, checkpointed = false } = options;
   const violation = (problem: string) => {
     const error = new ApiProtocolError(route, problem);
     log?.error({ route, err: error }, 'partner API pagination violated the protocol; walk stopped');
@@ -137,6 +160,8 @@ export async function* paginate<T>(
     for (let pages = 1; ; pages++) {
       const page = await pending;
       const next = page.nextCursor;
+      const unkept = checkpointed && next !== null ? uncheckpointable(next, pages) : undefined;
+      if (unkept !== undefined) throw violation(unkept);
       if (next !== null && followed.has(next)) {
         throw violation(`next_cursor repeats a cursor already followed in this walk (page ${pages})`);
       }

@@ -35,6 +35,7 @@ export function makeReviewsApi(http: HttpClient, options: ResourceOptions): Revi
         maxPages: options.maxPagesPerWalk,
         idOf: (r) => r.id,
         log: http.log,
+        checkpointed: true,
       }),
   };
 }

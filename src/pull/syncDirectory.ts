@@ -77,7 +77,7 @@ export async function syncProfessionals(
       const details = new Map<string, Professional>();
       // A single record failing its schema is quarantined; its listed fields are stored without it.
       const rejectedDetails: RejectedRecord[] = [];
-      // A read answered with an error instead of the record: stored without it too, read next run.
+      // A read answered with an error or no record instead: stored without it too, read next run.
       let failed = 0;
       await mapBounded(toRead, ctx.detailConcurrency, async (item) => {
         const read = await readIfSame(item.id, () => api.professionals.read(item.slug, signal));
@@ -86,7 +86,7 @@ export async function syncProfessionals(
         else if ('rejected' in read) rejectedDetails.push(read.rejected);
         else {
           failed++;
-          warnFailedRead(ctx, 'professionals', item.id, read.failed);
+          warnFailedRead(ctx, 'professionals', item, read.failed);
         }
       });
       const missing = toRead.length - details.size - rejectedDetails.length - failed;
@@ -179,12 +179,12 @@ async function readIfSame<T extends { id: string | number }>(
 function warnFailedRead(
   ctx: PullContext,
   resource: DirectoryTable,
-  id: string | number,
+  record: { readonly id: string | number; readonly slug: string },
   error: string,
 ): void {
   ctx.log.warn(
-    { resource, recordId: String(id), platformError: error },
-    'directory record read answered an error instead of the record; read again next run',
+    { resource, recordId: String(record.id), slug: record.slug, platformError: error },
+    'directory record read answered no record (an error, or a body that is none); read again next run',
   );
 }
 
@@ -194,13 +194,13 @@ function warnFailedRead(
  * What the single read finds is stored (and so seen), or quarantined and kept when it fails its
  * schema; the rest is left for marking.
  *
- * A read answered `200 {"error": …}` is neither: not the record, and not the spec's not-found (a
- * 404, spec 7), so nothing says the record is gone. It is kept, as seen, without a quarantine row
- * (there is no record to keep), and the next run asks again. Removal waits for a clear not-found:
- * an error text may mean anything (an overloaded platform answering 200), and a record marked
- * removed on it would be taken for deleted downstream, while one kept a run longer only waits.
- * Each is logged with the platform's text and counted as `unconfirmed`, so that a platform which
- * always answers so is noticed.
+ * A read answered `200 {"error": …}`, or 200 with no record at all (a login page), is neither: not
+ * the record, and not the spec's not-found (a 404, spec 7), so nothing says the record is gone. It
+ * is kept, as seen, without a quarantine row (there is no record to keep), and the next run asks
+ * again. Removal waits for a clear not-found: an error text may mean anything (an overloaded
+ * platform answering 200), and a record marked removed on it would be taken for deleted
+ * downstream, while one kept a run longer only waits. Each is logged with the platform's text and
+ * counted as `unconfirmed`, so that a platform which always answers so is noticed.
  */
 async function confirmUnlisted<T extends { id: string | number }>(
   ctx: PullContext,
@@ -212,13 +212,14 @@ async function confirmUnlisted<T extends { id: string | number }>(
   const candidates = await unlistedSince(ctx.db.knex, ctx.db, tableName, startedAt);
   const reads = await mapBounded(candidates, ctx.detailConcurrency, async (c) => ({
     id: String(c.id),
+    slug: c.slug,
     read: await readIfSame(c.id, () => io.read(c.slug)),
   }));
   const found: T[] = [];
   const rejected: RejectedRecord[] = [];
   const kept: string[] = [];
   const unconfirmed: string[] = [];
-  for (const { id, read } of reads) {
+  for (const { id, slug, read } of reads) {
     if (read === undefined) continue;
     if ('record' in read) found.push(read.record);
     else if ('rejected' in read) {
@@ -226,7 +227,7 @@ async function confirmUnlisted<T extends { id: string | number }>(
       kept.push(id);
     } else {
       unconfirmed.push(id);
-      warnFailedRead(ctx, tableName, id, read.failed);
+      warnFailedRead(ctx, tableName, { id, slug }, read.failed);
     }
   }
   await quarantineListed(ctx, tableName, rejected, counts, kept);

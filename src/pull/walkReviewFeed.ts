@@ -6,7 +6,7 @@ import type { Fence } from '../jobs/lease.js';
 import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import { quarantineRecords, rejectedRecordId } from '../mirror/quarantineSql.js';
 import { type ReviewRow, toReviewRow } from '../mirror/reviewRow.js';
-import { copyNewReviews, type UpsertCounts, upsertReviews } from '../mirror/reviewsSql.js';
+import { copyNewReviews, markSeenByFeed, type UpsertCounts, upsertReviews } from '../mirror/reviewsSql.js';
 import { ApiRequestError } from '../partner-api/errors.js';
 import type { RejectedRecord } from '../partner-api/validRecords.js';
 import type { PullContext } from './context.js';
@@ -141,6 +141,12 @@ export async function walkReviewFeed(
         ? { inserted: await copyNewReviews(trx, db, batch.stream), updated: 0 }
         : await upsertReviews(trx, db, batch.rows, 'feed');
       const quarantined = await quarantineRecords(trx, db, batch.rejected, FEED_QUARANTINE);
+      // A stored review sent invalid still exists: a reconcile must not take it for removed.
+      await markSeenByFeed(
+        trx,
+        db,
+        batch.rejected.flatMap((r) => rejectedRecordId(r.raw) ?? []),
+      );
       // Rejects when the group before failed: this one then rolls back with it.
       await previous;
       if (batch.nextCursor === null) await walk.complete(trx, batch.walkNewest);
@@ -268,8 +274,17 @@ export async function walkReviewFeed(
       for (const started of writing) await started;
       return newest;
     } catch (error) {
-      // A COPY group cut short still commits what it took; an upserted one not yet written is dropped.
+      // A COPY group cut short still commits what it took.
       endCopyGroup();
+      // So does an upserted one when reading failed (a page refused, the platform gone): its pages
+      // came whole, with a cursor to go on from, and a walk that fails at the same page on every
+      // run would otherwise never store the pages before it. After a failed write it would only
+      // roll back with that one, so it is dropped.
+      if (pending !== undefined && firstFailure === undefined) {
+        const group = pending;
+        pending = undefined;
+        await launch(group).catch(() => {});
+      }
       await Promise.allSettled(writing);
       if (firstFailure?.storedReview) {
         // A review of the group is stored already (the feed shifted between pages, a webhook landed

@@ -11,7 +11,7 @@ import { quietLog } from '../helpers/log.js';
 import { expectExactMirror } from '../helpers/oracle.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
-import { pullContext, testApi } from './helpers.js';
+import { fakePlatformFixture, feedReview, pullContext, testApi } from './helpers.js';
 
 describe('reconcile: removals the incremental feed cannot show', () => {
   let sandbox: TestSandbox;
@@ -114,5 +114,28 @@ describe('reconcile: removals the incremental feed cannot show', () => {
       .where({ id: '11111111-2222-4333-8444-555555555555' })
       .first();
     expect(row.removed_at).toBeNull();
+  });
+});
+
+/** A review that still exists, sent invalid, is quarantined: the walk saw it, so it is not removed. */
+describe('reconcile: a stored review the feed now sends invalid', () => {
+  const newest = Date.now() - 60_000;
+  const feed = Array.from({ length: 3 }, (_, i) => feedReview(i, newest - i * 60_000));
+  let invalid = false;
+  const fx = fakePlatformFixture(({ path }) => {
+    if (path !== '/reviews') return { status: 404, body: { error: 'not found' } };
+    const reviews = feed.map((r, i) => (invalid && i === 1 ? { ...r, rating: '4.0', comment: 'edited' } : r));
+    return { status: 200, body: { reviews, pagination: { count: 3, has_more: false, next_cursor: null } } };
+  });
+
+  it('keeps its last valid version, not marked removed, and quarantines what was sent', async () => {
+    await reconcileReviews(pullContext(fx.db, fx.api), {});
+    invalid = true;
+    const counts: Record<string, number> = {};
+    await reconcileReviews(pullContext(fx.db, fx.api), counts);
+    expect(counts).toMatchObject({ quarantined: 1, removed: 0 });
+    const row = await fx.db.knex(fx.db.table('reviews')).where({ id: feed[1]!.id }).first();
+    expect(row).toMatchObject({ removed_at: null, comment: feed[1]!.comment });
+    expect(await fx.db.knex(fx.db.table('review_quarantine')).pluck('review_id')).toEqual([feed[1]!.id]);
   });
 });
