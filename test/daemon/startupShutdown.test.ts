@@ -68,10 +68,13 @@ describe('`run` told to stop during start-up', () => {
     const letGo = setTimeout(() => void other.end(), 20_000);
     try {
       const daemon = new CliProcess(['run'], setup.env);
-      // Queued on the lock: its connection waits in pg_advisory_xact_lock.
+      // Queued on this schema's lock (other test files' daemons may wait on locks of their own).
       await waitFor(async () => {
         const { rows } = await other.query(
-          "select 1 from pg_stat_activity where application_name = 'review-mirror' and wait_event_type = 'Lock'",
+          `select 1 from pg_locks
+            where locktype = 'advisory' and not granted
+              and ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0)`,
+          [`review-mirror:migrate:${setup.schema}`],
         );
         return rows.length > 0;
       }, 20_000);
