@@ -1,31 +1,19 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
-import { makeLogger, SecretScrubber } from '../../src/log.js';
+import { SecretScrubber } from '../../src/log.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
 import { OutboxSender } from '../../src/push/events/outboxSender.js';
 import { enqueueEvents } from '../../src/push/events/outboxSql.js';
 import { freshDb, POSTGRES_URL } from '../helpers/db.js';
 import { type FakePlatform, startFakePlatform } from '../helpers/fakePlatform.js';
-import { quietLog } from '../helpers/log.js';
+import { capturedLog, quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
 import { testApi } from '../pull/helpers.js';
 import { newEvent } from './helpers.js';
 
 const FAST = { baseDelayMs: 5, maxDelayMs: 50 } as const;
-
-/** A logger whose lines the test reads. */
-function capturedLog() {
-  const lines: Array<{ level: string; msg: string }> = [];
-  const destination = { write: (line: string) => lines.push(JSON.parse(line)) };
-  const log = makeLogger({
-    level: 'warn',
-    scrubber: new SecretScrubber(),
-    destination: destination as unknown as NodeJS.WritableStream,
-  });
-  return { log, lines };
-}
 
 /**
  * The claims of the outbox against the sandbox over real HTTP and the real PostgreSQL server:

@@ -2,30 +2,18 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Db, openDb } from '../../src/db/connect.js';
 import { migrate } from '../../src/db/migrate.js';
-import { type Logger, makeLogger, SecretScrubber } from '../../src/log.js';
+import { type Logger, SecretScrubber } from '../../src/log.js';
 import { DEFAULT_BACKOFF } from '../../src/partner-api/retryPolicy.js';
 import { OutboxSender } from '../../src/push/events/outboxSender.js';
 import { claimDueEvents, enqueueEvents, releaseExpiredClaims } from '../../src/push/events/outboxSql.js';
 import { UNKNOWN_OUTCOME_POLICIES, type UnknownOutcomePolicy } from '../../src/push/events/sendPolicy.js';
 import { dropSchema, POSTGRES_URL, uniqueSchema } from '../helpers/db.js';
-import { quietLog } from '../helpers/log.js';
+import { capturedLog, quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 import { waitFor } from '../helpers/wait.js';
 import { testApi } from '../pull/helpers.js';
 import { newEvent } from './helpers.js';
-
-/** A logger whose lines the test reads. */
-function capturedLog() {
-  const lines: Array<{ level: string; msg: string; idempotency_key?: string }> = [];
-  const destination = { write: (line: string) => lines.push(JSON.parse(line)) };
-  const log = makeLogger({
-    level: 'warn',
-    scrubber: new SecretScrubber(),
-    destination: destination as unknown as NodeJS.WritableStream,
-  });
-  return { log, lines };
-}
 
 /**
  * A database restart while the platform is answering: the answer is known, so it is recorded
