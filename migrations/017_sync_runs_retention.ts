@@ -14,7 +14,7 @@ export async function up(knex: Knex, schema: string): Promise<void> {
   ]);
   await commentOn(knex, schema, 'sync_runs', {
     table:
-      "One row per run of a scheduled job or CLI sync (pull, webhook health, contacts push), written by the job runner: when it ran, how it ended and what it did. A job's last run with outcome success and a walk job is its last complete walk (see the freshness view). Runs that started more than SYNC_RUNS_RETENTION_DAYS (90) days ago are deleted after a later run of the same job, except the job's last successful run.",
+      "One row per run of a scheduled job or CLI sync (pull, webhook health, contacts push), written by the job runner: when it ran, how it ended and what it did. A job's last run with outcome success and a walk job is its last complete walk (see the freshness view). Runs that started more than SYNC_RUNS_RETENTION_DAYS (90 by default) days ago are deleted after a later run of the same job, except the job's last successful run.",
     columns: {},
   });
 }

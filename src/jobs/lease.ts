@@ -18,6 +18,9 @@ export type Fence = (trx: Queryable) => Promise<void>;
 /** The CLI queues behind a run of the daemon's at most this long (a long reconcile), then says so. */
 export const CLI_LEASE_WAIT_MS = 10 * 60_000;
 
+/** Share of a lease period after its last renewal was asked for at which a run stops (#holdUntil). */
+const STOP_AT_SHARE_OF_LEASE = 0.75;
+
 /** For runs that hold no lease: a dry run, a job that is not exclusive. */
 export const NO_FENCE: Fence = async () => {};
 
@@ -30,7 +33,7 @@ export interface LeaseSettings {
 /**
  * An exclusive job's lease while its run lasts: renewed every third of its period, released at
  * the end. `signal` aborts when the caller's does or when the lease is lost (another replica took
- * it over, or it could not be renewed for a whole period), so the run stops instead of working on
+ * it over, or it could not be renewed in time), so the run stops instead of working on
  * for nothing; the fence catches whatever it still tries to write.
  */
 export class JobLease {
@@ -114,19 +117,18 @@ export class JobLease {
   };
 
   /**
-   * Stops the run once the lease may have run out: a whole period after the last grant or renewal
-   * was asked for, which is no later than the database's expiry. Kept by a timer of its own, since
-   * a renewal can hang (a frozen connection waits out the query timeout, minutes): while it does,
-   * another replica may take the job over, and work that writes nothing fenced (requests to the
-   * platform) must not go on meanwhile.
+   * Stops the run before the lease may run out: three quarters of a period after the last grant or
+   * renewal was asked for, which is earlier than the database's expiry by a quarter of a period
+   * (room for a late timer and a request already in flight). Kept by a timer of its own, since a
+   * renewal can hang (a frozen connection waits out the query timeout, minutes): while it does,
+   * another replica may take the job over once the lease runs out, and work that writes nothing
+   * fenced (requests to the platform) must have stopped by then. Renewals come every third of a
+   * period, so only one that has hung or failed for over five twelfths of it stops a run.
    */
   #holdUntil(askedAt: number): void {
     clearTimeout(this.#deadline);
-    const leftMs = askedAt + this.settings.seconds * 1000 - performance.now();
-    this.#deadline = setTimeout(
-      () => this.#lose('lease of job not renewed for a whole lease period'),
-      leftMs,
-    );
+    const leftMs = askedAt + this.settings.seconds * 1000 * STOP_AT_SHARE_OF_LEASE - performance.now();
+    this.#deadline = setTimeout(() => this.#lose('lease of job not renewed in time'), leftMs);
     this.#deadline.unref();
   }
 

@@ -104,13 +104,19 @@ export interface HttpClient {
 }
 
 /**
- * Whether a success body says the request failed: `{"success": false}`, or an `error` beside
- * whatever else (`null`, `""`, `{}`, `[]` beside a success say there was none).
+ * Whether a success body says the request failed: `{"success": false}`, or an `error` with neither
+ * `success: true` nor an id beside it (`{"contact": {"id": …}, "error": "bounced before"}` was
+ * acted on: taken for refused, a contact would be sent again at every push). `null`, `""`, `{}`,
+ * `[]` say there was no error.
  */
 function saysRefused(body: unknown): boolean {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return false;
-  const { success, error } = body as { success?: unknown; error?: unknown };
-  return success === false || !isEmpty(error);
+  const record = body as Record<string, unknown>;
+  if (record.success === false) return true;
+  if (record.success === true || isEmpty(record.error)) return false;
+  const hasId = (value: unknown) =>
+    typeof value === 'object' && value !== null && !isEmpty((value as { id?: unknown }).id);
+  return !hasId(record) && !Object.values(record).some(hasId);
 }
 
 const isEmpty = (value: unknown): boolean =>
@@ -180,8 +186,8 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
   let keyCheck: { readonly at: number; readonly accepted: Promise<boolean> } | undefined;
   const keyAccepted = (): Promise<boolean> => {
     if (keyCheck === undefined || performance.now() - keyCheck.at > KEY_CHECK_FRESH_MS) {
-      const accepted = askKey().then((yes) => {
-        if (!yes) keyCheck = undefined;
+      const accepted: Promise<boolean> = askKey().then((yes) => {
+        if (!yes && keyCheck?.accepted === accepted) keyCheck = undefined;
         return yes;
       });
       keyCheck = { at: performance.now(), accepted };
@@ -198,8 +204,12 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
         signal,
       });
       await res.body.dump();
-      return res.statusCode >= 200 && res.statusCode <= 299;
-    } catch {
+      const yes = res.statusCode >= 200 && res.statusCode <= 299;
+      if (!yes)
+        log.warn({ status: res.statusCode }, 'the platform refused the API key on a check after a 403');
+      return yes;
+    } catch (error) {
+      log.warn({ err: error }, 'the platform did not answer a check of the API key after a 403');
       return false;
     } finally {
       dispose();
@@ -282,7 +292,9 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       // Spec 5: a bad key is a 401. A 403 may still be a deactivated key, or this one request
       // refused (a contact who opted out): the key is asked about apart, so that one record
       // refused fails alone instead of stopping every other as a bad key does.
-      if (await keyAccepted()) throw new ApiRequestError(platformErrorText(text), { route, status });
+      if (await untilAborted(keyAccepted(), req.signal)) {
+        throw new ApiRequestError(platformErrorText(text), { route, status });
+      }
       throw new ApiAuthError({ route, status });
     }
     if (isRetryableStatus(status)) {
@@ -311,12 +323,9 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       const what = code || scrubber.scrub((bodyLost as Error).message);
       const error = new ApiUnavailableError(
         `${route} answered ${status}, then its body was cut off (${what})`,
-        {
-          route,
-          status,
-          cause: bodyLost,
-          outcomeUnknown: true,
-        },
+        // No status: a connection lost mid-body is the transport's failure (a platform going
+        // down), not an answer to be read as the record's (see directoryPages).
+        { route, cause: bodyLost, outcomeUnknown: true },
       );
       throw new AttemptFailure('network', idempotent, error);
     }
@@ -483,6 +492,22 @@ export function answerText(value: unknown): string | null {
  */
 /** How long the platform's acceptance of the key, asked after a 403, stands for later 403s. */
 const KEY_CHECK_FRESH_MS = 30_000;
+
+/** `promise`, or the caller's abort reason as soon as `signal` aborts (a shared wait, not cut itself). */
+async function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return promise;
+  signal.throwIfAborted();
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([promise, aborted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort!);
+  }
+}
 
 /** What `platformErrorText` gives for an empty body. */
 export const NO_ERROR_TEXT = '(no error text)';

@@ -8,8 +8,16 @@ const ROUTE = 'GET /reviews';
 export interface ReviewsApi {
   /** One page of the review feed (spec 4.3), newest first. */
   page(params: { since: Date | null; cursor: string | null }, signal?: AbortSignal): Promise<Page<Review>>;
-  /** The review feed from `cursor` (null: the newest) down to `since` (null: the oldest). */
-  pages(since: Date | null, cursor: string | null, signal?: AbortSignal): AsyncGenerator<Page<Review>>;
+  /**
+   * The review feed from `cursor` (null: the newest) down to `since` (null: the oldest).
+   * `checkpointed`: the walk keeps its cursors in a checkpoint, so one no checkpoint can hold fails it.
+   */
+  pages(
+    since: Date | null,
+    cursor: string | null,
+    signal?: AbortSignal,
+    options?: { readonly checkpointed: boolean },
+  ): AsyncGenerator<Page<Review>>;
 }
 
 export function makeReviewsApi(http: HttpClient, options: ResourceOptions): ReviewsApi {
@@ -28,14 +36,14 @@ export function makeReviewsApi(http: HttpClient, options: ResourceOptions): Revi
   };
   return {
     page,
-    pages: (since, cursor, signal) =>
+    pages: (since, cursor, signal, pagesOptions) =>
       paginate<Review>((c, s) => page({ since, cursor: c }, s), cursor, {
         signal,
         route: ROUTE,
         maxPages: options.maxPagesPerWalk,
         idOf: (r) => r.id,
         log: http.log,
-        checkpointed: true,
+        checkpointed: pagesOptions?.checkpointed ?? false,
       }),
   };
 }

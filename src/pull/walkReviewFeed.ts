@@ -212,7 +212,9 @@ export async function walkReviewFeed(
       group.stream.end();
     };
     try {
-      for await (const page of api.reviews.pages(walk.plan.since, cursor, signal)) {
+      for await (const page of api.reviews.pages(walk.plan.since, cursor, signal, {
+        checkpointed: walk.backfill === undefined,
+      })) {
         pagesThisTry++;
         if (pending === undefined) {
           const opened = newGroup(pageCursor, copyNext && db.backend === 'postgres');
@@ -283,7 +285,13 @@ export async function walkReviewFeed(
       if (pending !== undefined && firstFailure === undefined) {
         const group = pending;
         pending = undefined;
-        await launch(group).catch(() => {});
+        // Its failure is logged, the read's error being what the run reports.
+        await launch(group).catch((writeError: unknown) =>
+          log.warn(
+            { job: walk.job, err: writeError },
+            'pages read before the failed fetch could not be stored',
+          ),
+        );
       }
       await Promise.allSettled(writing);
       if (firstFailure?.storedReview) {

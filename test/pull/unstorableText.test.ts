@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { JOB } from '../../src/jobs/jobNames.js';
 import { ApiProtocolError } from '../../src/partner-api/errors.js';
+import { backfillReviews } from '../../src/pull/backfillReviews.js';
 import { syncLocations } from '../../src/pull/syncDirectory.js';
 import { syncReviews } from '../../src/pull/syncReviews.js';
 import { readCheckpoint } from '../../src/pull/syncStateSql.js';
@@ -99,5 +100,10 @@ describe('a next_cursor holding U+0000', () => {
       const checkpoint = await readCheckpoint(fx.db.knex, fx.db, JOB.reviews);
       expect(checkpoint).toMatchObject({ watermark: null, cursor: 'c1' });
     }
+  });
+
+  it('is followed by a backfill, which keeps no checkpoint', async () => {
+    await backfillReviews(pullContext(fx.db, fx.api), { since: undefined, until: undefined }, {});
+    expect(await fx.db.knex(fx.db.table('reviews')).pluck('id')).toHaveLength(300);
   });
 });

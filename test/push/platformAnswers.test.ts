@@ -189,8 +189,9 @@ describe('contacts and events refused in a success body', () => {
 
 /**
  * A 403 on one record while the key works for every other (the spec has 401 for a bad key, and
- * shows no error codes for contacts or events): that record is refused, with the platform's text,
- * and the rest is sent. A key the platform refuses everywhere still stops the push (client.test.ts).
+ * shows no error codes for contacts or events): that record fails, with the platform's text, and
+ * the rest is sent. It is tried again later, as a 5xx is (it may be a rule refusing every write,
+ * on which a backlog must not fail for good). A key refused everywhere still stops everything.
  */
 describe('a contact and an event answered 403 while the key works', () => {
   const sent = { contacts: 0, events: 0, keyChecks: 0 };
@@ -234,13 +235,21 @@ describe('a contact and an event answered 403 while the key works', () => {
     expect(sent.keyChecks).toBe(1);
   });
 
-  it('fails that event alone and sends the other', async () => {
+  it('sends the other event, and keeps that one for a later try rather than failing it for good', async () => {
     for (const email of ['optout@example.com', 'a@example.com']) {
       const send = ['events', 'send', '--email', email, '--type', 'matter.closed'];
       expect((await runCli(send, cli.env)).code).toBe(0);
     }
-    expect((await runCli(['events', 'flush'], cli.env)).stdout).toContain('sent=1 retried=0 failed=1');
+    expect((await runCli(['events', 'flush'], cli.env)).stdout).toContain('sent=1 retried=1 failed=0');
     expect(sent.events).toBe(1);
+    expect(await readRows(cli, 'events_outbox', ['email', 'state', 'last_error'])).toEqual([
+      { email: 'a@example.com', state: 'sent', last_error: null },
+      {
+        email: 'optout@example.com',
+        state: 'pending',
+        last_error: 'POST /events answered 403: contact has opted out of communications',
+      },
+    ]);
   });
 });
 

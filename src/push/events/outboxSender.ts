@@ -54,6 +54,9 @@ const RENEW_AFTER_SHARE_OF_LEASE = 0.25;
 /** A drain lasts as long as events keep coming: its housekeeping runs at least this often. */
 const HOUSEKEEPING_MAX_EVERY_MS = 5_000;
 
+/** How long a stop's last try to write the kept answers may take before they are logged as lost. */
+const CLOSE_TRY_MS = 2_000;
+
 /** An answer the database could not take, kept until it can. */
 interface KeptOutcome {
   readonly decision: RecordedDecision;
@@ -301,7 +304,15 @@ export class OutboxSender {
   async close(): Promise<void> {
     if (this.#kept.size === 0) return;
     this.#writeFailure = undefined;
-    await this.#settleOwnOutcomes(0).catch(() => this.#forgetKept('the process is stopping'));
+    // Bounded: a database that hangs rather than refuses would hold the try past the stop's
+    // deadline, and the lines naming each event would never be written.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('no answer')), CLOSE_TRY_MS);
+    });
+    await Promise.race([this.#settleOwnOutcomes(0), late])
+      .catch(() => this.#forgetKept('the process is stopping'))
+      .finally(() => clearTimeout(timer));
   }
 
   #forgetKept(why: string): void {
@@ -461,7 +472,7 @@ export class OutboxSender {
           this.#kept.set(event.id, { decision, key: event.key });
           log.error(
             { idempotency_key: event.key, outcome: decision.state, worker: this.options.worker },
-            'event outcome not recorded (the database is unreachable): kept, and written before this replica takes any claim back or sends anything else; if the process stops first, the event will be taken back as an unknown outcome (possible duplicate, or parked)',
+            'event outcome not recorded (the database is unreachable): kept, and written before this replica takes any claim back or claims another; if the process stops first, the event will be taken back as an unknown outcome (possible duplicate, or parked)',
           );
         }
         throw error;

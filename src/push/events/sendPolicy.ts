@@ -79,8 +79,13 @@ export function attemptResultOf(error: unknown, describe: (e: unknown) => string
         error: `${text}: the platform's base URL (REVIEWS_API_URL) is redirected; set it to where it leads`,
       };
     }
-    // 408 and 409 are the platform's way of saying "not now", not "never".
-    if (error.status === 408 || error.status === 409) return { kind: 'unavailable', error: text };
+    // 408 and 409 are the platform's way of saying "not now", not "never". So is a 403 the key
+    // passed a check on (a bad key stays an ApiAuthError): one record refused, or a rule refusing
+    // writes (a firewall, a read-only key) that a whole backlog must not fail for good on. The
+    // platform did not act on it, so sending it again is harmless.
+    if (error.status === 408 || error.status === 409 || error.status === 403) {
+      return { kind: 'unavailable', error: text };
+    }
     return { kind: 'refused', error: text };
   }
   if (error instanceof ApiUnavailableError) {
