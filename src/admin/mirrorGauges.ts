@@ -1,4 +1,5 @@
 import type { Gauge } from 'prom-client';
+import { valueWithin } from '../boundedWait.js';
 import type { Db } from '../db/connect.js';
 import { describeError } from '../errors.js';
 import { JOB } from '../jobs/jobNames.js';
@@ -62,16 +63,8 @@ export class MirrorGauges {
   }
 
   /** `refresh`, waited for at most `boundMs` (start-up goes on without it; the timer retries). */
-  async refreshWithin(boundMs: number): Promise<boolean> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), boundMs);
-    });
-    try {
-      return await Promise.race([this.refresh(), late]);
-    } finally {
-      clearTimeout(timer);
-    }
+  refreshWithin(boundMs: number): Promise<boolean> {
+    return valueWithin(this.refresh(), boundMs, false);
   }
 
   start(): void {

@@ -1,4 +1,5 @@
 import Fastify, { type FastifyInstance } from 'fastify';
+import { valueWithin } from '../boundedWait.js';
 import type { Db } from '../db/connect.js';
 import type { Metrics } from '../metrics.js';
 
@@ -37,21 +38,6 @@ export interface AdminServer {
 /** A probe must answer even when the database hangs: a check that takes too long is a failed one. */
 const CHECK_TIMEOUT_MS = 2_000;
 
-async function withinBound(
-  check: Promise<string | undefined>,
-  onTimeout: string,
-): Promise<string | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<string>((resolve) => {
-    timer = setTimeout(() => resolve(onTimeout), CHECK_TIMEOUT_MS);
-  });
-  try {
-    return await Promise.race([check, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /**
  * Health and metrics, on a port that is never exposed to the internet: `/healthz` says the
  * process is up (also while it starts), `/readyz` that this replica can take webhooks (started,
@@ -80,9 +66,11 @@ export function makeAdminServer({ metrics }: AdminServerOptions): AdminServer {
     };
     const results = await Promise.all(
       [ping, ...readinessChecks].map((check, i) =>
-        withinBound(check(), i === 0 ? 'database unreachable' : 'readiness check timed out').catch(
-          (e: unknown) => (i === 0 ? 'database unreachable' : String(e)),
-        ),
+        valueWithin(
+          check(),
+          CHECK_TIMEOUT_MS,
+          i === 0 ? 'database unreachable' : 'readiness check timed out',
+        ).catch((e: unknown) => (i === 0 ? 'database unreachable' : String(e))),
       ),
     );
     const problems = results.filter((p): p is string => p !== undefined);

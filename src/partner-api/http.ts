@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Dispatcher, Pool } from 'undici';
 import { z } from 'zod';
+import { untilAborted } from '../boundedWait.js';
 import { storableText } from '../db/storableText.js';
 import { type Logger, SecretScrubber } from '../log.js';
 import { ApiAuthError, ApiRequestError, ApiSchemaError, ApiUnavailableError } from './errors.js';
@@ -485,33 +486,17 @@ export function answerText(value: unknown): string | null {
   return storableText(String(value).slice(0, 200));
 }
 
+/** How long the platform's acceptance of the key, asked after a 403, stands for later 403s. */
+const KEY_CHECK_FRESH_MS = 30_000;
+
+/** What `platformErrorText` gives for an empty body. */
+export const NO_ERROR_TEXT = '(no error text)';
+
 /**
  * The platform's `error` field (spec 7: structure not specified), else a short excerpt of the body.
  * Bounded, and storable: it becomes the stored error text of a contact, an event or a run, and a
  * write that fails on it would lose the record of a request that was sent.
  */
-/** How long the platform's acceptance of the key, asked after a 403, stands for later 403s. */
-const KEY_CHECK_FRESH_MS = 30_000;
-
-/** `promise`, or the caller's abort reason as soon as `signal` aborts (a shared wait, not cut itself). */
-async function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (signal === undefined) return promise;
-  signal.throwIfAborted();
-  let onAbort: (() => void) | undefined;
-  const aborted = new Promise<never>((_, reject) => {
-    onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-  try {
-    return await Promise.race([promise, aborted]);
-  } finally {
-    signal.removeEventListener('abort', onAbort!);
-  }
-}
-
-/** What `platformErrorText` gives for an empty body. */
-export const NO_ERROR_TEXT = '(no error text)';
-
 export function platformErrorText(text: string): string {
   return storableText(errorTextOf(text));
 }

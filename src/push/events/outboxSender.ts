@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import PQueue from 'p-queue';
+import { valueWithin } from '../../boundedWait.js';
 import type { Db } from '../../db/connect.js';
 import { isDataError } from '../../db/dataError.js';
 import { GroupCommit } from '../../db/groupCommit.js';
@@ -306,13 +307,11 @@ export class OutboxSender {
     this.#writeFailure = undefined;
     // Bounded: a database that hangs rather than refuses would hold the try past the stop's
     // deadline, and the lines naming each event would never be written.
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('no answer')), CLOSE_TRY_MS);
-    });
-    await Promise.race([this.#settleOwnOutcomes(0), late])
-      .catch(() => this.#forgetKept('the process is stopping'))
-      .finally(() => clearTimeout(timer));
+    const tried = this.#settleOwnOutcomes(0).then(
+      () => true,
+      () => false,
+    );
+    if (!(await valueWithin(tried, CLOSE_TRY_MS, false))) this.#forgetKept('the process is stopping');
   }
 
   #forgetKept(why: string): void {
