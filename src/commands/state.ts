@@ -102,8 +102,9 @@ async function underLease<T>(
       });
       try {
         return await db.knex.transaction(async (trx) => {
+          const result = await fn(db, trx);
           await lease.fence(trx);
-          return fn(db, trx);
+          return result;
         });
       } finally {
         await lease.release();

@@ -10,8 +10,11 @@ export class LeaseLostError extends Error {
 }
 
 /**
- * Called in the transaction of each checkpoint write of an exclusive job: throws LeaseLostError
- * (rolling the transaction back) when another replica has taken the job over meanwhile.
+ * Called in the transaction of each checkpoint write of an exclusive job, as its last statement
+ * before the commit: throws LeaseLostError (rolling the transaction back) when another replica has
+ * taken the job over meanwhile. Last, because the row lock it takes holds the lease's renewal back
+ * until the commit: taken first, a write slow to finish (a lock held elsewhere, a COPY streaming
+ * pages, a slow disk) kept the renewal waiting past the run's deadline, and the run stopped.
  */
 export type Fence = (trx: Queryable) => Promise<void>;
 
@@ -42,6 +45,7 @@ export class JobLease {
   readonly #onCallerAbort: () => void;
   #deadline: NodeJS.Timeout | undefined;
   #renewing = false;
+  #released = false;
 
   private constructor(
     private readonly db: Db,
@@ -137,10 +141,13 @@ export class JobLease {
     this.#renewing = true;
     try {
       const askedAt = performance.now();
-      if (await renewLease(this.db.knex, this.db, this.job, this.token, this.settings.seconds)) {
+      const renewed = await renewLease(this.db.knex, this.db, this.job, this.token, this.settings.seconds);
+      // In flight when the run ended: the release's word is the last.
+      if (this.#released) return;
+      if (renewed) {
         if (!this.#controller.signal.aborted) this.#holdUntil(askedAt);
       } else {
-        this.#lose('lease of job taken over by another replica');
+        this.#lose('lease of job taken over by another replica, or run out');
       }
     } catch (error) {
       this.log.warn({ job: this.job, err: error }, 'could not renew the job lease');
@@ -158,6 +165,7 @@ export class JobLease {
 
   /** Stops renewing and frees the lease for the next run, on any replica. Never throws. */
   async release(): Promise<void> {
+    this.#released = true;
     clearInterval(this.#timer);
     clearTimeout(this.#deadline);
     this.caller?.removeEventListener('abort', this.#onCallerAbort);

@@ -39,8 +39,9 @@ export async function acquireLease(
 
 /**
  * Extends the lease of token `token` by `seconds` from now. False when the token is no longer the
- * lease's (another replica took it over): the caller has lost it. A lease that ran out but that
- * nobody took is still this holder's, so renewing it is safe.
+ * lease's (another replica took it over) or the lease has run out: the caller has lost it. An
+ * expired lease is never revived, so a renewal that lands after the holder's own release (it was
+ * in flight) cannot hold the job for another period with nobody running it.
  */
 export async function renewLease(
   q: Queryable,
@@ -51,6 +52,7 @@ export async function renewLease(
 ): Promise<boolean> {
   const rows = await q(db.table('job_leases'))
     .where({ job, token })
+    .where('expires_at', '>', q.fn.now())
     .update({ expires_at: q.raw('now() + make_interval(secs => ?)', [seconds]), renewed_at: q.fn.now() })
     .returning('job');
   return rows.length > 0;
@@ -62,9 +64,9 @@ export async function releaseLease(q: Queryable, db: Tables, job: string, token:
 }
 
 /**
- * The fence: true while `token` is still the lease's. Call it in the transaction of a write; the
- * row lock it takes makes a takeover wait for that transaction, so no write of the old holder can
- * land after the new holder was granted the lease.
+ * The fence: true while `token` is still the lease's. Call it in the transaction of a write, last;
+ * the row lock it takes makes a takeover (and a renewal) wait for that transaction, so no write of
+ * the old holder can land after the new holder was granted the lease.
  */
 export async function holdsLease(q: Queryable, db: Tables, job: string, token: string): Promise<boolean> {
   const row = await q(db.table('job_leases')).where({ job, token }).forShare().first('job');

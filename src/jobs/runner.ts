@@ -105,7 +105,12 @@ export async function runJob(
   // since its last run, so the log stays as long as its retention whatever the schedule. A prune
   // that fails is retried by the next run; the run's outcome stands.
   const finish = async (runId: number, outcome: Parameters<typeof finishRun>[3]) => {
-    await finishRun(db.knex, db, runId, outcome);
+    if (!(await finishRun(db.knex, db, runId, outcome))) {
+      log.warn(
+        { job: name, runId },
+        'run ended after another replica took the job over; it stays interrupted',
+      );
+    }
     await pruneRuns(db.knex, db, name, deps.runRetentionDays ?? DEFAULT_RUN_RETENTION_DAYS).catch(
       (error: unknown) => log.warn({ job: name, err: error }, 'could not prune old runs of the job'),
     );

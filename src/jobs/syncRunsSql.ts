@@ -16,14 +16,19 @@ export async function startRun(q: Queryable, db: Tables, job: string, replica: s
   return Number(row.id);
 }
 
+/**
+ * Records how run `id` ended, unless another replica that took the job over has marked it
+ * interrupted meanwhile (startRun): its verdict stands, so a run that lost its lease never shows
+ * as the job's last success. False then.
+ */
 export async function finishRun(
   q: Queryable,
   db: Tables,
   id: number,
   outcome: { counts: RunCounts } & ({ ok: true } | { ok: false; kind: ErrorKind; error: string }),
-): Promise<void> {
-  await q(db.table('sync_runs'))
-    .where({ id })
+): Promise<boolean> {
+  const updated = await q(db.table('sync_runs'))
+    .where({ id, outcome: 'running' })
     .update({
       outcome: outcome.ok ? 'success' : 'failed',
       counts: JSON.stringify(outcome.counts),
@@ -31,6 +36,7 @@ export async function finishRun(
       error_kind: outcome.ok ? null : outcome.kind,
       finished_at: q.fn.now(),
     });
+  return updated > 0;
 }
 
 /** Most runs one prune deletes: a first prune of years of runs is spread over the job's next runs. */

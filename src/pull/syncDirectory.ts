@@ -150,8 +150,9 @@ function markRemovedFenced(
   fence: Fence,
 ): Promise<number> {
   return ctx.db.knex.transaction(async (trx) => {
+    const removed = await markRemovedDirectory(trx, ctx.db, tableName, startedAt);
     await fence(trx);
-    return markRemovedDirectory(trx, ctx.db, tableName, startedAt);
+    return removed;
   });
 }
 

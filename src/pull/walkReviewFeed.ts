@@ -136,7 +136,6 @@ export async function walkReviewFeed(
       // Rows and checkpoint are one transaction, so a server crash can only lose both together
       // (the walk then re-reads those pages): no need to wait for the WAL flush of every group.
       if (db.backend === 'postgres') await trx.raw('set local synchronous_commit = off');
-      await walk.fence(trx);
       const result = batch.stream
         ? { inserted: await copyNewReviews(trx, db, batch.stream), updated: 0 }
         : await upsertReviews(trx, db, batch.rows, 'feed');
@@ -149,6 +148,7 @@ export async function walkReviewFeed(
       );
       // Rejects when the group before failed: this one then rolls back with it.
       await previous;
+      await walk.fence(trx);
       if (batch.nextCursor === null) await walk.complete(trx, batch.walkNewest);
       else if (walk.backfill === undefined)
         await writeCheckpoint(trx, db, walk.job, {

@@ -42,12 +42,11 @@ describe('job leases', () => {
 
   it('let a lease that ran out be taken over, after which the old token neither renews nor passes the fence', async () => {
     const a = await acquireLease(db.knex, db, 'j2', 'replica-a', 30);
-    // Ran out but nobody took it: still the holder's, so its writes and renewals are safe.
+    // Ran out but nobody took it: its writes are still safe (a takeover waits for them), but it is
+    // not revived: the run stopped when it could not renew in time.
     await expire(db, 'j2');
     expect(await holdsLease(db.knex, db, 'j2', a!)).toBe(true);
-    expect(await renewLease(db.knex, db, 'j2', a!, 30)).toBe(true);
-    expect(await acquireLease(db.knex, db, 'j2', 'replica-b', 30)).toBeUndefined();
-    await expire(db, 'j2');
+    expect(await renewLease(db.knex, db, 'j2', a!, 30)).toBe(false);
     const b = await acquireLease(db.knex, db, 'j2', 'replica-b', 30);
     expect(b).toBe('2');
     expect(await holdsLease(db.knex, db, 'j2', a!)).toBe(false);
@@ -58,6 +57,15 @@ describe('job leases', () => {
       token: '2',
       held: true,
     });
+  });
+
+  it('never revive a lease its holder released while a renewal was in flight', async () => {
+    const a = await acquireLease(db.knex, db, 'j6', 'replica-a', 30);
+    await releaseLease(db.knex, db, 'j6', a!);
+    // The renewal asked before the release lands after it.
+    expect(await renewLease(db.knex, db, 'j6', a!, 30)).toBe(false);
+    expect((await readLeases(db.knex, db)).find((l) => l.job === 'j6')).toMatchObject({ held: false });
+    expect(await acquireLease(db.knex, db, 'j6', 'replica-b', 30)).toBe('2');
   });
 
   it('make a takeover wait for a write of the old holder in flight, and then fence the old holder off', async () => {

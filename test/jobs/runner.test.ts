@@ -227,6 +227,44 @@ describe('the job runner and scheduler', () => {
     }
   });
 
+  it('leaves a run that ended after another replica took the job over marked interrupted, not success', async () => {
+    const body = gate();
+    const started = gate();
+    const run = runJob(
+      { db, log: quietLog, lease: { holder: 'replica-a', seconds: 30 } },
+      {
+        name: 'locations',
+        run: async () => {
+          started.open();
+          await body.opened;
+        },
+      },
+      { wait: false },
+    );
+    await started.opened;
+    // The lease runs out (the replica stalled) and another replica starts its own run of the job.
+    await db
+      .knex(db.table('job_leases'))
+      .where({ job: 'locations' })
+      .update({ expires_at: db.knex.raw("now() - interval '1 second'") });
+    await runJob(
+      { db, log: quietLog, lease: { holder: 'replica-b', seconds: 30 } },
+      { name: 'locations', run: async () => {} },
+      { wait: false },
+    );
+    body.open();
+    await run;
+    const runs = await db
+      .knex(db.table('sync_runs'))
+      .where({ job: 'locations' })
+      .orderBy('id')
+      .select('replica', 'outcome');
+    expect(runs.slice(-2)).toEqual([
+      { replica: 'replica-a', outcome: 'interrupted' },
+      { replica: 'replica-b', outcome: 'success' },
+    ]);
+  });
+
   it("prunes a job's runs past their retention after each run, but never its last successful one", async () => {
     const runs = () => db.knex(db.table('sync_runs'));
     const ago = (days: number) => db.knex.raw('now() - make_interval(days => ?)', [days]);

@@ -66,22 +66,27 @@ describe('groups of pages written at once', () => {
     const { db, api } = fixture;
     // Only the first group's transaction is refused; the groups after it are written while it
     // fails, and must roll back with it rather than checkpoint past its rows. On a server the
-    // first refuses only once the second has started, so both are in flight.
+    // first refuses only once the second (pages 11-20) has been sent to be written, which is
+    // before page 21 is read, so both are in flight.
     let calls = 0;
-    let secondStarted = () => {};
+    let secondLaunched = () => {};
     const second = new Promise<void>((resolve) => {
-      secondStarted = resolve;
+      secondLaunched = resolve;
     });
     const failFirst: Fence = async () => {
       calls++;
-      if (calls === 2) secondStarted();
-      if (calls > 1) return;
       if (db.backend === 'postgres') await second;
       throw new LeaseLostError('refused for the test');
     };
-    await expect(syncReviews(pullContext(db, api), {}, undefined, failFirst)).rejects.toThrow(LeaseLostError);
-    // On a server the group beside it was written too; the embedded database writes one at a time.
-    expect(calls).toBe(db.backend === 'postgres' ? 2 : 1);
+    const reading = withPause(api, async (_page, number) => {
+      if (number === 21) secondLaunched();
+    });
+    await expect(syncReviews(pullContext(db, reading), {}, undefined, failFirst)).rejects.toThrow(
+      LeaseLostError,
+    );
+    // The fence is a group's last statement, after the group before it has committed: the second
+    // group never reached it.
+    expect(calls).toBe(1);
     const state = await readCheckpoint(db.knex, db, JOB.reviews);
     expect(state.cursor).toBeNull();
     expect(state.watermark).toBeNull();

@@ -353,12 +353,12 @@ async function sendStaged(
       // Recorded as pending before any of them is sent, and only while this replica still holds
       // the push's lease: after a takeover, the new holder alone sends.
       await db.knex.transaction(async (trx) => {
-        await fence(trx);
         await recordPending(
           trx,
           db,
           batch.map((b) => b.row),
         );
+        await fence(trx);
       });
       for (const { row, operation, streak } of batch) {
         queue.add(() => send(row, operation, streak)).catch(stop);
