@@ -11,8 +11,9 @@ const FILE_VARIABLES = ['REVIEWS_API_KEY', 'WEBHOOK_SECRETS', 'DATABASE_URL', 'D
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const resolved: Record<string, string | undefined> = {};
   for (const [name, value] of Object.entries(env)) {
-    // An empty variable means "not set", as in most shells' `VAR=` idiom.
-    if (value !== undefined && value !== '') resolved[name] = value;
+    // An empty variable means "not set", as in most shells' `VAR=` idiom; so does one of spaces,
+    // which is a blank left in an env file, not a value.
+    if (value !== undefined && value.trim() !== '') resolved[name] = value;
   }
   for (const name of FILE_VARIABLES) {
     const file = resolved[`${name}_FILE`];

@@ -10,20 +10,26 @@ import { UNKNOWN_OUTCOME_POLICIES, type UnknownOutcomePolicy } from '../push/eve
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
+/**
+ * A number written in decimal, as an operator writes one, checked by `rules`. `z.coerce` also took
+ * `0x50`, `1e3` and a value of spaces (which Number reads as 0): a typo became a port 0 or no
+ * retries, silently.
+ */
+const decimal = (error: string, rules: (n: z.ZodNumber) => z.ZodNumber = (n) => n) =>
+  z.preprocess(
+    (v) => (typeof v === 'string' && /^\s*-?\d+(\.\d+)?\s*$/.test(v) ? Number(v) : v),
+    rules(z.number({ error })),
+  );
+
 const port = (fallback: number) =>
-  z.coerce
-    .number({ error: 'must be a TCP port number' })
-    .int('must be a whole number')
-    .min(0, 'must be from 0 to 65535')
-    .max(65535, 'must be from 0 to 65535')
-    .default(fallback);
+  decimal('must be a TCP port number', (n) =>
+    n.int('must be a whole number').min(0, 'must be from 0 to 65535').max(65535, 'must be from 0 to 65535'),
+  ).default(fallback);
 
 const positiveInt = (fallback: number) =>
-  z.coerce
-    .number({ error: 'must be a number' })
-    .int('must be a whole number')
-    .positive('must be > 0')
-    .default(fallback);
+  decimal('must be a number', (n) => n.int('must be a whole number').positive('must be > 0')).default(
+    fallback,
+  );
 
 /**
  * The longest a timer can wait (2^31 - 1 ms; Node fires a longer one after 1 ms) and PostgreSQL's
@@ -31,11 +37,11 @@ const positiveInt = (fallback: number) =>
  */
 const MAX_SECONDS = 2_147_483;
 
-const secondsAtMost = (max: number) =>
-  z.coerce.number({ error: 'must be a number of seconds' }).max(max, `must be at most ${max}`);
+const secondsAtMost = (max: number, rules: (n: z.ZodNumber) => z.ZodNumber = (n) => n) =>
+  decimal('must be a number of seconds', (n) => rules(n.max(max, `must be at most ${max}`)));
 
 const seconds = (fallback: number, max = MAX_SECONDS) =>
-  secondsAtMost(max).nonnegative('must be >= 0').default(fallback);
+  secondsAtMost(max, (n) => n.nonnegative('must be >= 0')).default(fallback);
 
 const cron = (fallback: string) =>
   z
@@ -107,7 +113,12 @@ export const envSchema = z
         "must be the platform's base URL, without /api/v1/partner (review-mirror appends it)",
       )
       .optional(),
-    REVIEWS_API_KEY: optionalText,
+    // Sent as a header: a control character (a second line in REVIEWS_API_KEY_FILE) failed every
+    // request as a network error, retried, without ever saying the key was at fault.
+    REVIEWS_API_KEY: optionalText.refine(
+      (v) => v === undefined || !/[\u0000-\u001f\u007f]/.test(v),
+      'must not hold a control character such as a line break (is REVIEWS_API_KEY_FILE more than one line?)',
+    ),
     DATABASE_URL: databaseUrl,
     DATABASE_LISTEN_URL: databaseUrl,
     DB_SCHEMA: identifier.default('review_mirror'),
@@ -115,10 +126,9 @@ export const envSchema = z
     // A day: the client's own bound (this plus a margin) must stay a valid timer too. 0 lifts it.
     DB_STATEMENT_TIMEOUT_SECONDS: seconds(300, 86_400),
     DB_POOLER: z.enum(DB_POOLERS, { error: `must be one of ${DB_POOLERS.join(', ')}` }).default('none'),
-    JOB_LEASE_SECONDS: secondsAtMost(MAX_SECONDS)
-      .int('must be a whole number')
-      .min(3, 'must be at least 3')
-      .default(30),
+    JOB_LEASE_SECONDS: secondsAtMost(MAX_SECONDS, (n) =>
+      n.int('must be a whole number').min(3, 'must be at least 3'),
+    ).default(30),
     SYNC_RUNS_RETENTION_DAYS: positiveInt(90),
     DATA_DIR: z.string().trim().min(1, 'must not be empty').default('./data'),
     HTTP_PORT: port(8080),
@@ -131,14 +141,13 @@ export const envSchema = z
 
     API_CONNECT_TIMEOUT_SECONDS: seconds(5),
     API_REQUEST_TIMEOUT_SECONDS: seconds(30),
-    API_MAX_RETRIES: z.coerce.number().int('must be a whole number').min(0, 'must be >= 0').default(6),
+    API_MAX_RETRIES: decimal('must be a number', (n) =>
+      n.int('must be a whole number').min(0, 'must be >= 0'),
+    ).default(6),
     API_RETRY_BUDGET_SECONDS: seconds(120),
-    API_PAGE_SIZE: z.coerce
-      .number()
-      .int()
-      .min(1, 'must be from 1 to 100')
-      .max(100, 'must be from 1 to 100')
-      .default(100),
+    API_PAGE_SIZE: decimal('must be a number', (n) =>
+      n.int('must be a whole number').min(1, 'must be from 1 to 100').max(100, 'must be from 1 to 100'),
+    ).default(100),
 
     SYNC_REVIEWS_CRON: cron('* * * * *'),
     SYNC_DIRECTORY_CRON: cron('*/15 * * * *'),
@@ -160,10 +169,9 @@ export const envSchema = z
       .enum(UNKNOWN_OUTCOME_POLICIES, { error: `must be one of ${UNKNOWN_OUTCOME_POLICIES.join(', ')}` })
       .default('retry'),
     // Unset: 60, or twice API_REQUEST_TIMEOUT_SECONDS when that is more (see the check below).
-    EVENTS_LEASE_SECONDS: secondsAtMost(MAX_SECONDS)
-      .int('must be a whole number')
-      .positive('must be > 0')
-      .optional(),
+    EVENTS_LEASE_SECONDS: secondsAtMost(MAX_SECONDS, (n) =>
+      n.int('must be a whole number').positive('must be > 0'),
+    ).optional(),
     EVENTS_POLL_SECONDS: seconds(5),
     EVENTS_RETENTION_DAYS: positiveInt(7),
     EVENTS_KEY_RETENTION_DAYS: positiveInt(400),
@@ -181,7 +189,7 @@ export const envSchema = z
       ),
     WEBHOOK_TOLERANCE_SECONDS: seconds(300),
     WEBHOOK_MAX_BODY_BYTES: positiveInt(1024 * 1024),
-    WEBHOOK_COMMIT_TIMEOUT_SECONDS: secondsAtMost(MAX_SECONDS).positive('must be > 0').default(5),
+    WEBHOOK_COMMIT_TIMEOUT_SECONDS: secondsAtMost(MAX_SECONDS, (n) => n.positive('must be > 0')).default(5),
     WEBHOOK_PUBLIC_URL: z
       .string()
       .trim()

@@ -48,7 +48,10 @@ describe('parseConfig', () => {
     [{ SHUTDOWN_GRACE_SECONDS: '2147484' }, 'SHUTDOWN_GRACE_SECONDS must be at most 3600'],
     [{ JOB_LEASE_SECONDS: '2147484' }, 'JOB_LEASE_SECONDS must be at most 2147483'],
     [{ EVENTS_LEASE_SECONDS: '2147484' }, 'EVENTS_LEASE_SECONDS must be at most 2147483'],
-    [{ WEBHOOK_COMMIT_TIMEOUT_SECONDS: '1e10' }, 'WEBHOOK_COMMIT_TIMEOUT_SECONDS must be at most 2147483'],
+    [
+      { WEBHOOK_COMMIT_TIMEOUT_SECONDS: '10000000000' },
+      'WEBHOOK_COMMIT_TIMEOUT_SECONDS must be at most 2147483',
+    ],
     [{ API_REQUEST_TIMEOUT_SECONDS: '2147483.5' }, 'API_REQUEST_TIMEOUT_SECONDS must be at most 2147483'],
   ])('rejects %o naming %s in one line', (env, variable) => {
     expect(() => parseConfig(env)).toThrow(ConfigError);
@@ -127,6 +130,40 @@ describe('parseConfig', () => {
     }
   });
 
+  it('takes numbers written in decimal only, naming the variable of any other', () => {
+    expect(
+      parseConfig({ HTTP_PORT: ' 8081 ', API_MAX_RETRIES: '0', SYNC_OVERLAP_SECONDS: '1.5' }),
+    ).toMatchObject({
+      http: { port: 8081 },
+      api: { maxRetries: 0 },
+    });
+    for (const [name, value] of [
+      ['HTTP_PORT', '0x50'],
+      ['DB_POOL_MAX', '1e9'],
+      ['API_MAX_RETRIES', ' '],
+      ['CRM_INBOX_SETTLE_SECONDS', 'ten'],
+      ['API_PAGE_SIZE', '5O'],
+    ]) {
+      expect(() => parseConfig({ [name!]: value }), `${name}=${value}`).toThrow(
+        new RegExp(`${name} must be a`),
+      );
+    }
+    expect(() => parseConfig({ SYNC_OVERLAP_SECONDS: '-1' })).toThrow(/SYNC_OVERLAP_SECONDS must be >= 0/);
+  });
+
+  it('refuses an API key holding a control character, as a second line in its file, without showing it', () => {
+    for (const key of ['sk_live_abc\nsecond', 'sk_live_abc\tdef', 'sk_live_abc\u0001']) {
+      let message = '';
+      try {
+        parseConfig({ REVIEWS_API_KEY: key });
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      expect(message).toMatch(/REVIEWS_API_KEY must not hold a control character/);
+      expect(message).not.toContain('sk_live_abc');
+    }
+  });
+
   it('names the missing variable when a command needs the API', () => {
     expect(() => requireApi(parseConfig({}))).toThrow(/REVIEWS_API_URL/);
     expect(() => requireApi(parseConfig({ REVIEWS_API_URL: 'https://x.test' }))).toThrow(/REVIEWS_API_KEY/);
@@ -150,9 +187,11 @@ describe('loadConfig', () => {
   it('reads secrets from *_FILE variables and treats empty variables as unset', () => {
     const dir = mkdtempSync(join(tmpdir(), 'rm-config-'));
     writeFileSync(join(dir, 'key'), 'file-key-value\n');
-    const config = loadConfig({ REVIEWS_API_KEY_FILE: join(dir, 'key'), HTTP_PORT: '' });
+    const config = loadConfig({ REVIEWS_API_KEY_FILE: join(dir, 'key'), HTTP_PORT: '', ADMIN_PORT: '  ' });
     expect(config.api.key).toBe('file-key-value');
+    // A value of blanks, left in an env file, is unset too: not port 0.
     expect(config.http.port).toBe(8080);
+    expect(config.admin.port).toBe(9464);
   });
 
   it('refuses a secret given both ways, and an unreadable secret file', () => {
