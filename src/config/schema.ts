@@ -116,7 +116,7 @@ export const envSchema = z
     // Sent as a header: a control character (a second line in REVIEWS_API_KEY_FILE) failed every
     // request as a network error, retried, without ever saying the key was at fault.
     REVIEWS_API_KEY: optionalText.refine(
-      (v) => v === undefined || !/[\u0000-\u001f\u007f]/.test(v),
+      (v) => v === undefined || ![...v].some((c) => c < ' ' || c === '\u007f'),
       'must not hold a control character such as a line break (is REVIEWS_API_KEY_FILE more than one line?)',
     ),
     DATABASE_URL: databaseUrl,
