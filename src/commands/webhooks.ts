@@ -30,6 +30,21 @@ async function withApiAndDb<T>(ctx: Context, fn: (api: PartnerApi, db: Db) => Pr
   }
 }
 
+/** The configured and the stored secrets: the platform may echo any of them in what it answers. */
+async function knownSecrets(ctx: Context, db: Db): Promise<SigningSecrets> {
+  const secrets = new SigningSecrets(ctx.config.webhook.secrets, ctx.scrubber);
+  await secrets.refresh(db);
+  return secrets;
+}
+
+/**
+ * Prints what the platform answered, scrubbed again: its texts are scrubbed already, but not its
+ * ids and URLs, which must stay as they are to be stored and compared.
+ */
+function print(ctx: Context, text: string): void {
+  process.stdout.write(ctx.scrubber.scrub(text));
+}
+
 export interface WebhookListing {
   id: string;
   url: string;
@@ -59,13 +74,14 @@ export function webhooksCommand(): Command {
     .action(
       commandAction(async (ctx, opts: { url: string; description?: string }) => {
         await withApiAndDb(ctx, async (api, db) => {
+          const secrets = await knownSecrets(ctx, db);
           const webhook = await registerWebhook(
-            api,
+            { webhooks: secrets.scrubbingRegistrations(api.webhooks) },
             db,
             { url: opts.url, description: opts.description },
-            { onSecret: (secret) => ctx.scrubber.add(secret) },
           );
-          process.stdout.write(
+          print(
+            ctx,
             `registered webhook ${webhook.id} for ${webhook.url}\n` +
               `its signing secret is stored in ${db.table('webhooks')} (the platform shows it only once)\n`,
           );
@@ -81,10 +97,7 @@ export function webhooksCommand(): Command {
       commandAction(async (ctx, opts: { json?: boolean }) => {
         await withApiAndDb(ctx, async (api, db) => {
           const answered = await api.webhooks.list();
-          // The stored secrets too: the platform may echo one in a last_error.
-          const secrets = new SigningSecrets(ctx.config.webhook.secrets, ctx.scrubber);
-          await secrets.refresh(db);
-          const listed = secrets.scrubListed(answered);
+          const listed = (await knownSecrets(ctx, db)).scrubListed(answered);
           await recordListedWebhooks(db.knex, db, listed);
           const withSecret = await listWebhookIdsWithSecret(db.knex, db);
           const rows: WebhookListing[] = listed.map((w) => ({
@@ -95,9 +108,7 @@ export function webhooksCommand(): Command {
             last_error: w.last_error,
             secret_stored: withSecret.has(storableText(w.id)),
           }));
-          process.stdout.write(
-            opts.json ? `${JSON.stringify(rows, null, 2)}\n` : `${formatWebhooks(rows)}\n`,
-          );
+          print(ctx, opts.json ? `${JSON.stringify(rows, null, 2)}\n` : `${formatWebhooks(rows)}\n`);
         });
       }),
     );

@@ -144,24 +144,14 @@ const TIMEOUT_ERRORS = ['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'U
 const CONNECT_ERRORS = ['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH'];
 
 /**
- * The key in every form a platform may echo it back in (as sent, URL-encoded, JSON-escaped by
- * the common encoders).
+ * The scrubber of the platform's answers: the key as sent, URL-encoded, or in any JSON escaping
+ * (the text is scrubbed before it is parsed, and encoders differ: PHP writes "/" as "\/", Go "<"
+ * as "\u003c", and any character may be "\uXXXX").
  * A platform quoting our key in an error body must not put it in an error, a log line, a stored
  * `last_error` or `sync_runs.error`: scrubbing the text on arrival covers every one of them.
  */
 export function keyScrubber(key: string): SecretScrubber {
-  const json = JSON.stringify(key).slice(1, -1);
-  const hex = (c: string) => c.charCodeAt(0).toString(16).padStart(4, '0');
-  return new SecretScrubber([
-    key,
-    encodeURIComponent(key),
-    json,
-    // The text is scrubbed before it is parsed, so the forms other JSON encoders write matter
-    // too: PHP escapes "/" by default, Go escapes "<", ">" and "&" (PHP's JSON_HEX_* in capitals).
-    json.replaceAll('/', '\\/'),
-    json.replace(/[<>&]/g, (c) => `\\u${hex(c)}`),
-    json.replace(/[<>&]/g, (c) => `\\u${hex(c).toUpperCase()}`),
-  ]);
+  return new SecretScrubber([key]);
 }
 
 export function makeHttpClient(options: HttpClientOptions): HttpClient {

@@ -85,10 +85,10 @@ export async function ensureRegistration(
   const plan = planEnsure(withUrl, url, withSecret, deps.haveConfiguredSecrets);
   if (plan.register) {
     const created = await registerWebhook(
-      api,
+      { webhooks: deps.secrets.scrubbingRegistrations(api.webhooks) },
       db,
       { url, description: 'review-mirror' },
-      { signal, onSecret: (secret) => deps.secrets.hide(secret) },
+      { signal },
     );
     log.info({ webhookId: created.id }, 'webhook registered for WEBHOOK_PUBLIC_URL');
   }

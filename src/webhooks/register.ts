@@ -7,7 +7,7 @@ import { saveRegistration } from './webhooksSql.js';
 
 /**
  * Registers a webhook for review.created and stores its signing secret, which the platform shows
- * in this answer only. `onSecret` sees the secret before anything else can print it (the scrubber).
+ * in this answer only (SigningSecrets.scrubbingRegistrations hides it from what is logged and shown).
  * The answer's informational fields may be missing: the URL and label asked for stand in.
  *
  * PostgreSQL text cannot hold U+0000, and a secret cannot be altered to fit; nor can an id the
@@ -19,10 +19,9 @@ export async function registerWebhook(
   api: Pick<PartnerApi, 'webhooks'>,
   db: Db,
   input: { url: string; description?: string | undefined },
-  options: { signal?: AbortSignal | undefined; onSecret?: (secret: string) => void } = {},
+  options: { signal?: AbortSignal | undefined } = {},
 ): Promise<RegisteredWebhook & { url: string }> {
   const answer = await api.webhooks.register(input, options.signal);
-  options.onSecret?.(answer.signing_secret);
   const webhook = { ...answer, url: answer.url ?? input.url };
   const problem = unstorable(webhook);
   if (problem !== undefined) {

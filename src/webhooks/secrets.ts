@@ -1,6 +1,17 @@
 import type { Db } from '../db/connect.js';
 import type { SecretScrubber } from '../log.js';
+import type { WebhooksApi } from '../partner-api/webhooks.js';
 import { listActiveSecrets } from './webhooksSql.js';
+
+/**
+ * The texts of a webhook, listed or just registered, that the platform writes and that are stored
+ * and printed. Not the URL: it is how `ensure` finds our webhook again, and must stay as it is.
+ */
+interface EchoedTexts {
+  last_error: string | null;
+  description?: string | undefined;
+  events?: string[] | null | undefined;
+}
 
 /**
  * The signing secrets a delivery may be signed with: those of the configuration (WEBHOOK_SECRETS)
@@ -22,22 +33,42 @@ export class SigningSecrets {
     this.#current = this.#configured;
   }
 
-  /** Hands a secret not yet stored (a registration's, just answered) to the log scrubber. */
-  hide(secret: string): void {
-    this.#scrubber.add(secret);
-  }
-
   /**
    * `listed` with no secret known here (configured, stored, just registered, the API key) in the
    * texts the platform writes: a `last_error` may echo the secret a delivery was signed with, and
    * it is stored and printed. Call after `refresh`, so that the stored secrets are known.
    */
-  scrubListed<W extends { last_error: string | null; description?: string | undefined }>(
-    listed: readonly W[],
-  ): W[] {
+  scrubListed<W extends EchoedTexts>(listed: readonly W[]): W[] {
+    return listed.map((w) => this.#scrubEchoed(w));
+  }
+
+  /**
+   * `webhooks` whose registration answers come with no known secret in their texts, as the list's
+   * (see scrubListed): the platform may echo the very secret it has just made in the answer's own
+   * `description`, so that secret is hidden first. The answer's `signing_secret` is left as it is:
+   * it is what the registration stores. Call after `refresh`.
+   */
+  scrubbingRegistrations(webhooks: WebhooksApi): WebhooksApi {
+    return {
+      ...webhooks,
+      register: async (input, signal) => {
+        const answer = await webhooks.register(input, signal);
+        // Not stored yet, so unknown to the scrubber until now.
+        this.#scrubber.add(answer.signing_secret);
+        return this.#scrubEchoed(answer);
+      },
+    };
+  }
+
+  #scrubEchoed<W extends EchoedTexts>(webhook: W): W {
     const scrub = <T extends string | null | undefined>(text: T): T =>
       (typeof text === 'string' ? this.#scrubber.scrub(text) : text) as T;
-    return listed.map((w) => ({ ...w, last_error: scrub(w.last_error), description: scrub(w.description) }));
+    return {
+      ...webhook,
+      last_error: scrub(webhook.last_error),
+      description: scrub(webhook.description),
+      events: webhook.events?.map(scrub) ?? webhook.events,
+    };
   }
 
   /** The set in force; read once per delivery. */

@@ -127,3 +127,72 @@ describe('a platform that echoes the API key', () => {
     expectNoKey(logged.join(''));
   });
 });
+
+/** `value` as PHP's json_encode with JSON_HEX_TAG | JSON_HEX_AMP writes it: `\/`, `\u003C`, `\u00e9`. */
+const phpHexJson = (value: unknown) =>
+  JSON.stringify(value)
+    .replaceAll('/', '\\/')
+    .replace(/[<>&]/g, (c) => `\\u${hex(c).toUpperCase()}`)
+    .replace(/[\u0080-\uffff]/g, (c) => `\\u${hex(c)}`);
+
+/** `text` with every character written as `\uXXXX`, the hex digits in either case, as JSON allows. */
+const everyCharEscaped = (text: string) =>
+  [...text].map((c, i) => `\\u${i % 2 === 0 ? hex(c) : hex(c).toUpperCase()}`).join('');
+
+const hex = (c: string) => c.charCodeAt(0).toString(16).padStart(4, '0');
+
+/** Any valid JSON escaping of the key, not only the forms of the common encoders, is caught. */
+describe('a platform that echoes the API key in any JSON escaping', () => {
+  // A slash, HTML characters and a non-ASCII letter (Latin-1, which a header can carry).
+  const MIXED_KEY = 'rm_live_é<a&b>/k3y';
+  let platform: FakePlatform;
+  let api: PartnerApi;
+  beforeAll(async () => {
+    const location = (name: string) => ({
+      id: 1,
+      slug: 'x',
+      name,
+      active: true,
+      address: {},
+      profile_url: 'https://p.example/x',
+      default_survey_url: null,
+      created_at: '2025-01-01T00:00:00Z',
+    });
+    platform = await startFakePlatform(({ path }) => {
+      if (path === '/locations/php')
+        return { status: 200, body: phpHexJson(location(`branch ${MIXED_KEY}`)) };
+      if (path === '/locations/escaped')
+        return {
+          status: 200,
+          body: JSON.stringify(location('branch KEY')).replace('KEY', everyCharEscaped(MIXED_KEY)),
+        };
+      if (path === '/reviews')
+        return { status: 400, body: phpHexJson({ error: `bad key ${MIXED_KEY}, "quoted"` }) };
+      return { status: 404, body: { error: 'not found' } };
+    });
+    api = testApi({ url: platform.url, apiKey: MIXED_KEY });
+  });
+  afterAll(async () => {
+    await api?.close();
+    await platform?.close();
+  });
+
+  it("keeps the key out as PHP's JSON_HEX_* flags escape it, slash, HTML and non-ASCII together", async () => {
+    const location = await api.locations.get('php');
+    expect(location.name).toBe('branch [REDACTED]');
+    expect(everything(location)).not.toContain(MIXED_KEY);
+  });
+
+  it('keeps the key out when every character of it is written as \\uXXXX', async () => {
+    const location = await api.locations.get('escaped');
+    expect(location.name).toBe('branch [REDACTED]');
+    expect(everything(location)).not.toContain(MIXED_KEY);
+  });
+
+  it("keeps the key out of an error, and the rest of the platform's text intact", async () => {
+    const error = await api.reviews.page({ since: null, cursor: null }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ApiRequestError);
+    expect((error as Error).message).toBe('GET /reviews answered 400: bad key [REDACTED], "quoted"');
+    expect(everything(error)).not.toContain(MIXED_KEY);
+  });
+});
