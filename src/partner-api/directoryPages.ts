@@ -3,6 +3,7 @@ import { ApiSchemaError, ApiUnavailableError } from './errors.js';
 import { type HttpClient, platformErrorText } from './http.js';
 import { type Page, pageOf, paginate } from './paginate.js';
 import type { Pagination } from './paginationSchema.js';
+import { saysRefused } from './refusal.js';
 import type { ResourceOptions } from './resourceOptions.js';
 import { type RejectedRecord, rejection } from './validRecords.js';
 
@@ -47,7 +48,7 @@ export async function readDirectoryRecord<T>(
   }
   const parsed = schema.safeParse(body);
   if (parsed.success) return { record: parsed.data };
-  if (isErrorAnswer(body)) return { failed: platformErrorText(JSON.stringify(body)) };
+  if (saysRefused(body)) return { failed: platformErrorText(JSON.stringify(body)) };
   return { rejected: rejection(body, parsed.error) };
 }
 
@@ -61,12 +62,6 @@ function unreadableAnswer(error: unknown): string | undefined {
   const { status } = error;
   if (status === undefined || status < 200 || status > 299) return undefined;
   return `the ${status} answer is not the record: ${error.message}`;
-}
-
-function isErrorAnswer(body: unknown): boolean {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return false;
-  const { id, error } = body as { id?: unknown; error?: unknown };
-  return id === undefined && error !== undefined && error !== null;
 }
 
 /**

@@ -6,6 +6,7 @@ import { untilAborted } from '../boundedWait.js';
 import { storableText } from '../db/storableText.js';
 import { type Logger, SecretScrubber } from '../log.js';
 import { ApiAuthError, ApiRequestError, ApiSchemaError, ApiUnavailableError } from './errors.js';
+import { saysRefused } from './refusal.js';
 import { requestSignal } from './requestSignal.js';
 import {
   type FailureReason,
@@ -103,29 +104,6 @@ export interface HttpClient {
   stopRetrying(): void;
   close(): Promise<void>;
 }
-
-/**
- * Whether a success body says the request failed: `{"success": false}`, or an `error` with neither
- * `success: true` nor an id beside it (`{"contact": {"id": …}, "error": "bounced before"}` was
- * acted on: taken for refused, a contact would be sent again at every push). `null`, `""`, `{}`,
- * `[]` say there was no error.
- */
-function saysRefused(body: unknown): boolean {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return false;
-  const record = body as Record<string, unknown>;
-  if (record.success === false) return true;
-  if (record.success === true || isEmpty(record.error)) return false;
-  const hasId = (value: unknown) =>
-    typeof value === 'object' && value !== null && !isEmpty((value as { id?: unknown }).id);
-  return !hasId(record) && !Object.values(record).some(hasId);
-}
-
-const isEmpty = (value: unknown): boolean =>
-  value === undefined ||
-  value === null ||
-  value === false ||
-  value === '' ||
-  (typeof value === 'object' && Object.keys(value).length === 0);
 
 /** Why an attempt failed and whether retrying it is allowed; thrown inside the retry loop only. */
 class AttemptFailure extends Error {
