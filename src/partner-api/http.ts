@@ -4,6 +4,7 @@ import { type Dispatcher, Pool } from 'undici';
 import { z } from 'zod';
 import { untilAborted } from '../boundedWait.js';
 import { storableText } from '../db/storableText.js';
+import { answerFreshFor } from '../freshAnswer.js';
 import { type Logger, SecretScrubber } from '../log.js';
 import { ApiAuthError, ApiRequestError, ApiSchemaError, ApiUnavailableError } from './errors.js';
 import { saysRefused } from './refusal.js';
@@ -152,17 +153,7 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
   // Whether the platform accepts the key: one GET of the feed from now, which holds nothing. A yes
   // stands for KEY_CHECK_FRESH_MS (a run of refused records costs one check, not one each); a no,
   // or no answer at all, is never kept: the 403 then counts as the key's, as it always did.
-  let keyCheck: { readonly at: number; readonly accepted: Promise<boolean> } | undefined;
-  const keyAccepted = (): Promise<boolean> => {
-    if (keyCheck === undefined || performance.now() - keyCheck.at > KEY_CHECK_FRESH_MS) {
-      const accepted: Promise<boolean> = askKey().then((yes) => {
-        if (!yes && keyCheck?.accepted === accepted) keyCheck = undefined;
-        return yes;
-      });
-      keyCheck = { at: performance.now(), accepted };
-    }
-    return keyCheck.accepted;
-  };
+  const keyAccepted = answerFreshFor(KEY_CHECK_FRESH_MS, () => askKey(), { forgetNo: true });
   const askKey = async (): Promise<boolean> => {
     const { signal, dispose } = requestSignal(undefined, requestTimeoutMs);
     try {

@@ -6,6 +6,7 @@ import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import type { Db } from '../../db/connect.js';
 import { GroupCommit } from '../../db/groupCommit.js';
 import { describeError, RetryableError } from '../../errors.js';
+import { answerFreshFor } from '../../freshAnswer.js';
 import type { Fence } from '../../jobs/lease.js';
 import { addCount, type RunCounts } from '../../jobs/runCounts.js';
 import type { JobRunInfo } from '../../jobs/runner.js';
@@ -230,13 +231,7 @@ async function sendStaged(
   // again once the last answer is PROBE_FRESH_MS old: contacts it took earlier, even earlier in
   // this push, are no proof it is up now (an outage that began mid-push would otherwise give up
   // the contacts it left).
-  let probe: { readonly at: number; readonly up: Promise<boolean> } | undefined;
-  const platformUpNow = () => {
-    if (probe === undefined || performance.now() - probe.at > PROBE_FRESH_MS) {
-      probe = { at: performance.now(), up: probePlatform(deps, signal) };
-    }
-    return probe.up;
-  };
+  const platformUpNow = answerFreshFor(PROBE_FRESH_MS, () => probePlatform(deps, signal));
 
   // A worker takes its next contact only once this one's outcome is stored.
   const outcomes = new GroupCommit<{ key: string; outcome: ContactOutcome }>((batch) =>
