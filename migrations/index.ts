@@ -15,6 +15,7 @@ import * as eventKeysGate from './014_event_keys_gate.js';
 import * as eventLapsesAndBounds from './015_event_lapses_and_bounds.js';
 import * as contactUnavailableStreak from './016_contact_unavailable_streak.js';
 import * as syncRunsRetention from './017_sync_runs_retention.js';
+import * as eventSendStarts from './018_event_send_starts.js';
 
 export interface Migration {
   readonly name: string;
@@ -39,4 +40,5 @@ export const migrations: readonly Migration[] = [
   { name: '015_event_lapses_and_bounds', up: eventLapsesAndBounds.up },
   { name: '016_contact_unavailable_streak', up: contactUnavailableStreak.up },
   { name: '017_sync_runs_retention', up: syncRunsRetention.up },
+  { name: '018_event_send_starts', up: eventSendStarts.up },
 ];

@@ -240,6 +240,17 @@ export function makeMetrics() {
       help: 'Age of the oldest event still pending in the outbox (0 when none).',
       registers,
     }),
+    eventOutcomesKept: new Gauge({
+      name: 'review_mirror_event_outcomes_kept',
+      help: 'Platform answers to events that the database could not take, kept in memory until it can: lost if the process stops first.',
+      registers,
+    }),
+    // No label, so no series to create: prom-client exports an unlabelled counter at 0 at once.
+    eventOutcomesLost: new Counter({
+      name: 'review_mirror_event_outcomes_lost_total',
+      help: 'Platform answers to events never recorded: kept in memory when the process stopped, or refused by the database. Each event is taken back as an unknown outcome (possible duplicate, or parked).',
+      registers,
+    }),
     eventLatency: new Histogram({
       name: 'review_mirror_event_enqueue_to_accepted_seconds',
       help: 'From an event entering the outbox to the platform accepting it.',

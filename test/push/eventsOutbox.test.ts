@@ -317,5 +317,54 @@ describe('the events outbox', () => {
       const fired = await matterClosed();
       expect(fired.map((e) => e.email).sort()).toEqual(['r0@example.com', 'r1@example.com']);
     });
+
+    it('never sends metadata it cannot carry exactly, from a file or from SQL, and takes a key with blanks as the same event', async () => {
+      const deep = `${'{""a"":'.repeat(40)}1${'}'.repeat(40)}`;
+      const file = join(dir, 'unsendable.csv');
+      await writeFile(
+        file,
+        `event_id,email,event_type,metadata\nk9,gil@example.com,matter.closed,"{""k"":""trimmed""}"\n"k9 ",gil@example.com,matter.closed,"{""k"":""trimmed""}"\n" k9",gil@example.com,matter.closed,"{""k"":""trimmed""}"\nev-deep,deep@example.com,matter.closed,"${deep}"\nev-int,int@example.com,matter.closed,"{""matter_id"":9007199254740993}"\n`,
+      );
+      const pushed = await runCli(['events', 'push', file], env);
+      expect(pushed.stdout).toContain('enqueued=1 ');
+      expect(pushed.stdout).toContain('rejected=2');
+      const report = (await readFile(`${file}.rejects.csv`, 'utf8')).trim().split('\n').slice(1);
+      expect(report).toEqual([
+        '5,metadata,metadata is nested more than 32 levels deep,',
+        '6,metadata,"metadata.matter_id is a whole number past 2^53, which is not carried exactly: write it as a string",',
+      ]);
+
+      // The same through enqueue_event, which checks neither: refused when its turn comes, not sent.
+      const db = await openDb({
+        url: TEST_DATABASE_URL,
+        schema,
+        poolMax: 1,
+        dataDir: TEST_DATABASE_URL ? undefined : join(dir, 'data'),
+      });
+      try {
+        const unsendable: Array<[string, string]> = [
+          ['sql-deep', `${'{"a":'.repeat(40)}1${'}'.repeat(40)}`],
+          ['sql-int', '{"matter_id": 9007199254740993}'],
+        ];
+        for (const [key, metadata] of unsendable) {
+          await db.knex.raw('select ??(?, ?, ?, ?::jsonb)', [
+            `${schema}.enqueue_event`,
+            'sql@example.com',
+            'matter.closed',
+            key,
+            metadata,
+          ]);
+        }
+      } finally {
+        await db.close();
+      }
+      const flushed = await runCli(['events', 'flush'], env);
+      expect(flushed.stdout).toContain('sent=1 retried=0 failed=2');
+      const received = (await sandbox.control.truth(sandbox.companyId)).events;
+      expect(received.filter((e) => e.metadata?.k === 'trimmed')).toHaveLength(1);
+      expect(received.filter((e) => e.email === 'sql@example.com' || e.email === 'int@example.com')).toEqual(
+        [],
+      );
+    });
   });
 });

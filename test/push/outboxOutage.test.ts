@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Db, openDb } from '../../src/db/connect.js';
 import { migrate } from '../../src/db/migrate.js';
 import { type Logger, SecretScrubber } from '../../src/log.js';
+import { type Metrics, makeMetrics } from '../../src/metrics.js';
 import { DEFAULT_BACKOFF } from '../../src/partner-api/retryPolicy.js';
 import { OutboxSender } from '../../src/push/events/outboxSender.js';
 import { claimDueEvents, enqueueEvents, releaseExpiredClaims } from '../../src/push/events/outboxSql.js';
@@ -128,14 +129,15 @@ describe('the outbox when the database restarts while an answer is on its way', 
       {
         stayDown = false,
         unknownOutcome = 'retry',
-      }: { stayDown?: boolean; unknownOutcome?: UnknownOutcomePolicy } = {},
+        metrics,
+      }: { stayDown?: boolean; unknownOutcome?: UnknownOutcomePolicy; metrics?: Metrics } = {},
     ) {
       await enqueueEvents(db.knex, db, [newEvent(key)]);
       await sandbox.control.setFaults({
         partner: { lateAnswer: 1, delayMs: ANSWER_DELAY_MS, routes: ['/api/v1/partner/events'] },
       });
       const sender = new OutboxSender(
-        { db, api, log, scrubber: new SecretScrubber() },
+        { db, api, log, scrubber: new SecretScrubber(), metrics },
         {
           worker,
           concurrency: 1,
@@ -174,6 +176,12 @@ describe('the outbox when the database restarts while an answer is on its way', 
       );
     }
 
+    /** The kept answers and the lost ones, as an operator's dashboard reads them. */
+    const keptAndLost = async (metrics: Metrics) => ({
+      kept: (await metrics.eventOutcomesKept.get()).values[0]?.value,
+      lost: (await metrics.eventOutcomesLost.get()).values[0]?.value,
+    });
+
     const api = () =>
       testApi(sandbox, {
         requestTimeoutMs: 1_500,
@@ -188,11 +196,17 @@ describe('the outbox when the database restarts while an answer is on its way', 
       async (unknownOutcome) => {
         const client = api();
         const key = `long-outage-1-${unknownOutcome}`;
+        const metrics = makeMetrics();
         try {
-          const sender = await answerDuringOutage(key, 'outage-long', quietLog, client, { unknownOutcome });
+          const sender = await answerDuringOutage(key, 'outage-long', quietLog, client, {
+            unknownOutcome,
+            metrics,
+          });
           // Still this worker's claim, lapsed: nobody could take it back while the database was away.
           expect(await row(key)).toMatchObject({ state: 'sending', claimed_by: 'outage-long' });
+          expect(await keptAndLost(metrics)).toEqual({ kept: 1, lost: 0 });
           await drainUntilDone(sender);
+          expect(await keptAndLost(metrics)).toEqual({ kept: 0, lost: 0 });
           expect(await received(key)).toBe(1);
           expect(await row(key)).toMatchObject({
             state: 'sent',
@@ -243,12 +257,16 @@ describe('the outbox when the database restarts while an answer is on its way', 
     }, async () => {
       const client = api();
       const { log, lines } = capturedLog();
+      const metrics = makeMetrics();
       try {
         const sender = await answerDuringOutage('long-outage-3', 'outage-stop', log, client, {
           stayDown: true,
+          metrics,
         });
+        expect(await keptAndLost(metrics)).toEqual({ kept: 1, lost: 0 });
         await sender.close();
         proxy.up();
+        expect(await keptAndLost(metrics)).toEqual({ kept: 0, lost: 1 });
         expect(lines.filter((l) => l.level === 'error' && l.idempotency_key === 'long-outage-3')).toEqual([
           expect.objectContaining({
             msg: expect.stringMatching(/^event outcome not recorded \(the database/),

@@ -27,9 +27,16 @@ describe('outbox SQL', () => {
   });
   const outbox = () => db.knex(db.table('events_outbox'));
   const RETRY = { unknownOutcome: 'retry', maxAttempts: 10 } as const;
-  /** A worker that claims the due events and dies: its claims lapse at once. */
+  /** Marks `ids` as sent by `worker` (their requests started): a lapse may leave them sent. */
+  const startSending = (worker: string, ids: readonly number[]) =>
+    renewClaims(db.knex, db, worker, ids, 1, { starting: true });
+  /** A worker that claims the due events, starts sending them and dies: its claims lapse at once. */
   const claimAndDie = async () => {
     const claimed = await claimDueEvents(db.knex, db, 'doomed-worker', 10, 1);
+    await startSending(
+      'doomed-worker',
+      claimed.map((e) => e.id),
+    );
     await sleep(5);
     return claimed;
   };
@@ -109,16 +116,24 @@ describe('outbox SQL', () => {
   });
 
   it('takes back the claims of a dead worker as unknown outcomes: sent again and flagged, or parked', async () => {
+    const c3 = Number((await outbox().where({ idempotency_key: 'c3' }).first('id')).id);
+    await startSending('worker-b', [c3]);
     await outbox()
       .where({ idempotency_key: 'c3' })
       .update({ lease_expires_at: db.knex.raw("now() - interval '1 second'") });
-    expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({ retried: 1, failed: 0, parked: 0 });
+    expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({
+      retried: 1,
+      failed: 0,
+      parked: 0,
+      returned: 0,
+    });
     expect(await outbox().where({ idempotency_key: 'c3' }).first()).toMatchObject({
       state: 'pending',
       possible_duplicate: true,
     });
     await enqueueEvents(db.knex, db, [newEvent('p1')]);
-    await claimDueEvents(db.knex, db, 'worker-d', 10, 60_000);
+    const [p1] = (await claimDueEvents(db.knex, db, 'worker-d', 10, 60_000)).filter((e) => e.key === 'p1');
+    await startSending('worker-d', [p1!.id]);
     await outbox()
       .where({ idempotency_key: 'p1' })
       .update({ lease_expires_at: db.knex.raw("now() - interval '1 second'") });
@@ -126,6 +141,7 @@ describe('outbox SQL', () => {
       retried: 0,
       failed: 0,
       parked: 1,
+      returned: 0,
     });
     expect(await outbox().where({ idempotency_key: 'p1' }).first()).toMatchObject({ state: 'parked' });
   });
@@ -150,7 +166,12 @@ describe('outbox SQL', () => {
     // Then it kills every worker that claims it.
     for (const lapses of [1, 2]) {
       expect((await claimAndDie()).map((e) => [e.key, e.attempts])).toEqual([['poison', lapses + 1]]);
-      expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({ retried: 1, failed: 0, parked: 0 });
+      expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({
+        retried: 1,
+        failed: 0,
+        parked: 0,
+        returned: 0,
+      });
       expect(await poison()).toMatchObject({
         state: 'pending',
         attempts: lapses + 1,
@@ -162,7 +183,12 @@ describe('outbox SQL', () => {
       'the worker that claimed it stopped before recording the answer: outcome unknown (its claims lapsed 2 times)',
     );
     expect((await claimAndDie()).map((e) => e.attempts)).toEqual([4]);
-    expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({ retried: 0, failed: 1, parked: 0 });
+    expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({
+      retried: 0,
+      failed: 1,
+      parked: 0,
+      returned: 0,
+    });
     expect(await poison()).toMatchObject({
       state: 'failed',
       attempts: 4,
@@ -183,7 +209,12 @@ describe('outbox SQL', () => {
     // Two attempts used by an outage, then its third claim dies with the replica, unsent.
     await outbox().where({ idempotency_key: 'last-try' }).update({ attempts: 2 });
     expect((await claimAndDie()).map((e) => e.attempts)).toEqual([3]);
-    expect(await releaseExpiredClaims(db.knex, db, policy)).toEqual({ retried: 1, failed: 0, parked: 0 });
+    expect(await releaseExpiredClaims(db.knex, db, policy)).toEqual({
+      retried: 1,
+      failed: 0,
+      parked: 0,
+      returned: 0,
+    });
     expect(await outbox().where({ idempotency_key: 'last-try' }).first()).toMatchObject({
       state: 'pending',
       lapsed_claims: 1,
@@ -199,6 +230,7 @@ describe('outbox SQL', () => {
       retried: 0,
       failed: 1,
       parked: 0,
+      returned: 0,
     });
     await outbox().where({ idempotency_key: 'one-try' }).del();
   });
@@ -211,7 +243,12 @@ describe('outbox SQL', () => {
       keys.map((k) => newEvent(k)),
     );
     expect((await claimAndDie()).map((e) => e.key)).toEqual(keys);
-    expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({ retried: 3, failed: 0, parked: 0 });
+    expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({
+      retried: 3,
+      failed: 0,
+      parked: 0,
+      returned: 0,
+    });
     const { rows } = (await db.knex.raw(
       `select idempotency_key, extract(epoch from next_attempt_at - now())::float8 as due_in
          from ?? where idempotency_key = any(?) order by id`,
@@ -225,6 +262,75 @@ describe('outbox SQL', () => {
     await outbox().whereIn('idempotency_key', keys).del();
   });
 
+  it('returns the claims of a crash-looping replica that never started their requests: none failed, none flagged', async () => {
+    const keys = ['innocent-1', 'innocent-2', 'innocent-3'];
+    await enqueueEvents(
+      db.knex,
+      db,
+      keys.map((k) => newEvent(k)),
+    );
+    // Each life claims what is due, as a drain does, and is killed before any request starts.
+    for (let life = 0; life < 3; life++) {
+      expect((await claimDueEvents(db.knex, db, `looping-${life}`, 10, 1)).map((e) => e.key)).toEqual(keys);
+      await sleep(5);
+      expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({
+        retried: 0,
+        failed: 0,
+        parked: 0,
+        returned: 3,
+      });
+    }
+    expect(
+      await outbox()
+        .whereIn('idempotency_key', keys)
+        .orderBy('id')
+        .select('state', 'attempts', 'lapsed_claims', 'possible_duplicate', 'last_error'),
+    ).toEqual(
+      keys.map(() => ({
+        state: 'pending',
+        attempts: 0,
+        lapsed_claims: 0,
+        possible_duplicate: false,
+        last_error: null,
+      })),
+    );
+    await outbox().whereIn('idempotency_key', keys).del();
+  });
+
+  it('charges a lapse only to the claim whose request started, and to a claim of an earlier version', async () => {
+    const keys = ['in-flight', 'queued', 'old-version'];
+    await enqueueEvents(
+      db.knex,
+      db,
+      keys.map((k) => newEvent(k)),
+    );
+    const claimed = await claimDueEvents(db.knex, db, 'half-way', 10, 1);
+    await startSending('half-way', [claimed[0]!.id]);
+    // A replica of the version before 018 claims without naming itself as not started (a name
+    // left by an earlier claim is another worker's).
+    await outbox()
+      .where({ idempotency_key: 'old-version' })
+      .update({ claimed_by: 'old', unstarted_claim_of: 'x' });
+    await sleep(5);
+    expect(await releaseExpiredClaims(db.knex, db, { ...RETRY, unknownOutcome: 'park' })).toEqual({
+      retried: 0,
+      failed: 0,
+      parked: 2,
+      returned: 1,
+    });
+    expect(
+      await outbox()
+        .whereIn('idempotency_key', keys)
+        .orderBy('id')
+        .select('state', 'attempts', 'lapsed_claims'),
+    ).toEqual([
+      { state: 'parked', attempts: 1, lapsed_claims: 1 },
+      { state: 'pending', attempts: 0, lapsed_claims: 0 },
+      { state: 'parked', attempts: 1, lapsed_claims: 1 },
+    ]);
+    await outbox().whereIn('idempotency_key', keys).del();
+  });
+
   it('parks a lapsed claim under park whatever its attempts, as before', async () => {
     await enqueueEvents(db.knex, db, [newEvent('poison-park')]);
     await outbox().where({ idempotency_key: 'poison-park' }).update({ attempts: 5 });
@@ -233,6 +339,7 @@ describe('outbox SQL', () => {
       retried: 0,
       failed: 0,
       parked: 1,
+      returned: 0,
     });
     expect(await outbox().where({ idempotency_key: 'poison-park' }).first()).toMatchObject({
       state: 'parked',

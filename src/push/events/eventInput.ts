@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { unstorableReasonIn } from '../../db/storableText.js';
 import { partnerUuid } from '../../partner-api/uuidText.js';
 import type { FileRecord, RowError } from '../readRecords.js';
-import { jsonTextBytes, METADATA_MAX_BYTES } from './metadataSize.js';
+import { jsonTextBytes, METADATA_MAX_BYTES, unsendableReason } from './metadataSize.js';
 import type { NewEvent } from './outboxSql.js';
 
 /** The platform's own rule for event names (dotted, e.g. `matter.closed`). */
@@ -14,7 +14,8 @@ const blankToNull = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? 
 const eventSchema = z
   .object({
     // zod counts code points, as PostgreSQL's length() in enqueue_event does: not UTF-16 units.
-    key: z.preprocess(blankToNull, z.string().max(500, 'must be at most 500 characters').nullable()),
+    // Trimmed as a contact's fields are: "k9 " from one export and "k9" from the next are one event.
+    key: z.preprocess(blankToNull, z.string().trim().max(500, 'must be at most 500 characters').nullable()),
     email: z.preprocess(blankToNull, z.email({ error: 'is not an email address' }).max(320).nullable()),
     contact_id: z.preprocess(blankToNull, z.string().max(200, 'must be at most 200 characters').nullable()),
     event_type: z
@@ -37,6 +38,12 @@ const eventSchema = z
       z
         .record(z.string(), z.unknown(), { error: 'must be a JSON object' })
         .superRefine((m, ctx) => {
+          // First: the other checks walk it recursively.
+          const unsendable = unsendableReason(m);
+          if (unsendable !== undefined) {
+            ctx.addIssue({ code: 'custom', message: unsendable });
+            return;
+          }
           const reason = unstorableReasonIn(m);
           if (reason !== undefined) ctx.addIssue({ code: 'custom', message: reason });
           const bytes = jsonTextBytes(m);

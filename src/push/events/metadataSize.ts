@@ -33,3 +33,34 @@ function plainNumberLength(json: string): number {
   // 1.5e-7 is "0.", six zeros and 15.
   return sign.length + (exponent >= 0 ? exponent + 1 : 2 + (-exponent - 1) + 1 + fraction.length);
 }
+
+/** How deep metadata may nest: a campaign's ids and names need two or three levels, not thousands. */
+export const METADATA_MAX_DEPTH = 32;
+
+/**
+ * Why `metadata` cannot be sent as it was written, or undefined: nested deeper than
+ * METADATA_MAX_DEPTH (encoders and the platform's parser may overflow their stack on it), or
+ * holding a whole number past 2^53, which no JSON reader here carries exactly (9007199254740993
+ * arrives as ...992: another matter). Walked without recursion, so depth cannot overflow it either.
+ */
+export function unsendableReason(metadata: unknown): string | undefined {
+  const pending: Array<{ value: unknown; path: string; depth: number }> = [
+    { value: metadata, path: 'metadata', depth: 0 },
+  ];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const { value, path, depth } = next;
+    if (typeof value === 'number' && Number.isInteger(value) && !Number.isSafeInteger(value)) {
+      return `${path} is a whole number past 2^53, which is not carried exactly: write it as a string`;
+    }
+    if (value === null || typeof value !== 'object') continue;
+    if (depth >= METADATA_MAX_DEPTH) return `metadata is nested more than ${METADATA_MAX_DEPTH} levels deep`;
+    for (const [key, child] of Object.entries(value)) {
+      pending.push({
+        value: child,
+        path: Array.isArray(value) ? `${path}[${key}]` : `${path}.${key}`,
+        depth: depth + 1,
+      });
+    }
+  }
+  return undefined;
+}

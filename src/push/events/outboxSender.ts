@@ -9,6 +9,7 @@ import type { Logger, SecretScrubber } from '../../log.js';
 import type { EventOutcome, Metrics } from '../../metrics.js';
 import type { PartnerApi } from '../../partner-api/client.js';
 import { nextRetryDelayMs } from '../../partner-api/retryPolicy.js';
+import { unsendableReason } from './metadataSize.js';
 import {
   type ClaimedEvent,
   claimDueEvents,
@@ -18,14 +19,22 @@ import {
   renewClaims,
   returnUnsentClaims,
 } from './outboxSql.js';
-import { attemptResultOf, ClaimDeadlineError, decideAfterAttempt, type SendPolicy } from './sendPolicy.js';
+import {
+  attemptResultOf,
+  ClaimDeadlineError,
+  decideAfterAttempt,
+  type SendPolicy,
+  UnsendableEventError,
+} from './sendPolicy.js';
 
 export interface OutboxSenderDeps {
   readonly db: Db;
   readonly api: Pick<PartnerApi, 'events' | 'onRateLimited'>;
   readonly log: Logger;
   readonly scrubber: SecretScrubber;
-  readonly metrics?: Pick<Metrics, 'events' | 'eventLatency'> | undefined;
+  readonly metrics?:
+    | Pick<Metrics, 'events' | 'eventLatency' | 'eventOutcomesKept' | 'eventOutcomesLost'>
+    | undefined;
 }
 
 export interface OutboxSenderOptions {
@@ -93,8 +102,11 @@ export class OutboxSender {
   readonly #queue: PQueue;
   /** Whether each outcome was written (false: the claim was no longer this worker's). */
   readonly #decisions: GroupCommit<RecordedDecision, boolean>;
-  /** Whether each claim was renewed (false: taken back by another replica). */
-  readonly #renewals: GroupCommit<number, boolean>;
+  /**
+   * Whether each claim was renewed and marked as starting its request (false: taken back by
+   * another replica). Written before every POST: a claim that lapses unmarked was never sent.
+   */
+  readonly #starts: GroupCommit<number, boolean>;
   readonly #random = Math.random;
   readonly #recording = new Set<Promise<void>>();
   /**
@@ -123,8 +135,10 @@ export class OutboxSender {
       const written = await this.#record(batch);
       return batch.map((d) => written.has(d.id));
     });
-    this.#renewals = new GroupCommit(async (ids) => {
-      const held = await renewClaims(deps.db.knex, deps.db, options.worker, ids, options.leaseMs);
+    this.#starts = new GroupCommit(async (ids) => {
+      const held = await renewClaims(deps.db.knex, deps.db, options.worker, ids, options.leaseMs, {
+        starting: true,
+      });
       return ids.map((id) => held.has(id));
     });
   }
@@ -287,7 +301,7 @@ export class OutboxSender {
       throw error;
     }
     for (const { decision, key } of kept) {
-      this.#kept.delete(decision.id);
+      this.#unkeep(decision.id);
       if (written.has(decision.id)) {
         this.deps.log.info(
           { idempotency_key: key, outcome: decision.state },
@@ -321,7 +335,19 @@ export class OutboxSender {
         'event outcome lost: the platform answered but the answer was never recorded; the event will be taken back as an unknown outcome (possible duplicate, or parked)',
       );
     }
+    this.deps.metrics?.eventOutcomesLost.inc(this.#kept.size);
     this.#kept.clear();
+    this.deps.metrics?.eventOutcomesKept.set(0);
+  }
+
+  #keep(outcome: KeptOutcome): void {
+    this.#kept.set(outcome.decision.id, outcome);
+    this.deps.metrics?.eventOutcomesKept.set(this.#kept.size);
+  }
+
+  #unkeep(id: number): void {
+    this.#kept.delete(id);
+    this.deps.metrics?.eventOutcomesKept.set(this.#kept.size);
   }
 
   #logNotHeld(key: string, outcome: RecordedDecision['state']): void {
@@ -356,30 +382,28 @@ export class OutboxSender {
   }
 
   /**
-   * One queued claim's turn: sent if this replica still holds it (renewed first if it waited),
-   * left alone if the drain gave it back meanwhile or another replica took it.
+   * One queued claim's turn: sent if this replica still holds it (renewed, and marked as started,
+   * first), left alone if the drain gave it back meanwhile or another replica took it.
    */
   async #sendClaimed(id: number, waiting: Map<number, Claim>, counts: DrainCounts): Promise<void> {
     const claim = waiting.get(id);
     if (claim === undefined) return;
-    let heldUntil = claim.heldUntil;
     const renewedAt = performance.now();
-    if (this.#needsRenewal(heldUntil, renewedAt)) {
-      // A failure throws with the claim still waiting: the drain ends and gives it back.
-      const held = await this.#renewals.add(id);
-      if (!waiting.has(id)) return;
-      if (!held) {
-        waiting.delete(id);
-        this.deps.log.warn(
-          { idempotency_key: claim.event.key },
-          'event not sent: its claim ran out while it waited and another replica took it back',
-        );
-        return;
-      }
-      heldUntil = renewedAt + this.options.leaseMs;
+    // A failure throws with the claim still waiting: the drain ends and gives it back. The mark
+    // may have been written all the same: its lapse is then charged, which only errs on the side
+    // of a possible duplicate.
+    const held = await this.#starts.add(id);
+    if (!waiting.has(id)) return;
+    if (!held) {
+      waiting.delete(id);
+      this.deps.log.warn(
+        { idempotency_key: claim.event.key },
+        'event not sent: its claim ran out while it waited and another replica took it back',
+      );
+      return;
     }
     waiting.delete(id);
-    await this.#send(claim.event, heldUntil, counts);
+    await this.#send(claim.event, renewedAt + this.options.leaseMs, counts);
   }
 
   /** A failed outcome write ends this drain only: the next one starts clean (its rows' leases lapse). */
@@ -416,6 +440,9 @@ export class OutboxSender {
       heldUntil - this.options.leaseMs * RECORD_SHARE_OF_LEASE - performance.now(),
     );
     try {
+      // A row written with SQL skipped the checks files and the CLI make.
+      const unsendable = unsendableReason(event.metadata);
+      if (unsendable !== undefined) throw new UnsendableEventError(`not sent: ${unsendable}`);
       const answer = await api.events.send(
         {
           email: event.email ?? undefined,
@@ -468,7 +495,7 @@ export class OutboxSender {
       (error: unknown) => {
         // Settled before `recorded` is, so no drain can take the claim back in between.
         if (!isDataError(error)) {
-          this.#kept.set(event.id, { decision, key: event.key });
+          this.#keep({ decision, key: event.key });
           log.error(
             { idempotency_key: event.key, outcome: decision.state, worker: this.options.worker },
             'event outcome not recorded (the database is unreachable): kept, and written before this replica takes any claim back or claims another; if the process stops first, the event will be taken back as an unknown outcome (possible duplicate, or parked)',

@@ -12,7 +12,7 @@ const PRUNE_EVERY_MS = 60 * 60 * 1000;
 
 export type OutboxServiceDeps = OutboxSenderDeps & {
   readonly metrics?:
-    | Pick<Metrics, 'events' | 'eventLatency' | 'outboxBacklog' | 'outboxOldestPending'>
+    | (NonNullable<OutboxSenderDeps['metrics']> & Pick<Metrics, 'outboxBacklog' | 'outboxOldestPending'>)
     | undefined;
 };
 

@@ -99,12 +99,12 @@ export async function claimDueEvents(
         order by next_attempt_at, id limit ? for update skip locked
      )
      update ?? o
-        set state = 'sending', claimed_by = ?, attempts = o.attempts + 1,
+        set state = 'sending', claimed_by = ?, unstarted_claim_of = ?, attempts = o.attempts + 1,
             lease_expires_at = now() + make_interval(secs => ?)
        from due where o.id = due.id
      returning o.id, o.idempotency_key, o.email, o.contact_id, o.event_type, o.professional_id, o.metadata,
                o.attempts, o.enqueued_at`,
-    [db.table('events_outbox'), limit, db.table('events_outbox'), worker, leaseMs / 1000],
+    [db.table('events_outbox'), limit, db.table('events_outbox'), worker, worker, leaseMs / 1000],
   )) as {
     rows: Array<{
       id: string | number;
@@ -137,6 +137,8 @@ export async function claimDueEvents(
  * Extends the claims `worker` still holds among `ids` by a lease from now, and returns their ids:
  * one missing was taken back (its lease ran out and another replica released it) and must not be
  * sent by this worker. A conditional write, so a claim is never renewed once another has it.
+ * `starting`: their requests are about to start, and from now a lapse of these claims may leave
+ * the platform with the event (written before the POST, so a claim never marked was never sent).
  */
 export async function renewClaims(
   q: Queryable,
@@ -144,15 +146,17 @@ export async function renewClaims(
   worker: string,
   ids: readonly number[],
   leaseMs: number,
+  { starting = false }: { starting?: boolean } = {},
 ): Promise<Set<number>> {
   if (ids.length === 0) return new Set();
   const { rows } = (await preparedRaw(
     q,
     db,
-    `update ?? set lease_expires_at = now() + make_interval(secs => ?)
+    `update ?? set lease_expires_at = now() + make_interval(secs => ?),
+                   unstarted_claim_of = case when ? then null else unstarted_claim_of end
       where id = any(?::bigint[]) and state = 'sending' and claimed_by = ?
       returning id`,
-    [db.table('events_outbox'), leaseMs / 1000, [...ids], worker],
+    [db.table('events_outbox'), leaseMs / 1000, starting, [...ids], worker],
   )) as { rows: Array<{ id: string | number }> };
   return new Set(rows.map((r) => Number(r.id)));
 }
@@ -178,17 +182,21 @@ export interface ReleasedClaims {
   readonly failed: number;
   /** Left for an operator (`park`). */
   readonly parked: number;
+  /** Never sent (their requests had not started): due again, the attempt not counted. */
+  readonly returned: number;
 }
 
 /**
- * Claims whose lease ran out: their worker died or hung after claiming, so whether the platform
- * received the event is unknown. Under `retry` they are sent again and marked as possible
- * duplicates, as after a lost answer, until their claims have lapsed MAX_LAPSED_CLAIMS times (or
- * EVENTS_MAX_ATTEMPTS, if fewer): an event that kills every worker that sends it (a poison event)
- * would otherwise be claimed for ever. Lapses are counted apart from attempts: most claims of a
- * worker that dies were only queued behind the one in flight, never sent, and one on its last
- * attempt after an outage must not be failed unsent because its replica was killed. Under `park`
- * they wait for an operator.
+ * Claims whose lease ran out: their worker died or hung after claiming. One whose request never
+ * started (still `unstarted_claim_of` its worker: only queued behind the ones in flight) is due
+ * again as if never claimed: it was not sent, and charging it a lapse would let a replica in a
+ * crash loop fail events it never tried. For the others whether the platform received the event
+ * is unknown. Under `retry` they are sent again and marked as possible duplicates, as after a lost
+ * answer, until their claims have lapsed MAX_LAPSED_CLAIMS times (or EVENTS_MAX_ATTEMPTS, if
+ * fewer): an event that kills every worker that sends it (a poison event) would otherwise be
+ * claimed for ever. Lapses are counted apart from attempts: one on its last attempt after an
+ * outage must not be failed because its replica was killed once. Under `park` they wait for an
+ * operator.
  */
 export async function releaseExpiredClaims(
   q: Queryable,
@@ -198,35 +206,45 @@ export async function releaseExpiredClaims(
   const park = policy.unknownOutcome === 'park';
   const lapseLimit = Math.min(MAX_LAPSED_CLAIMS, policy.maxAttempts);
   const lapses = `case when lapsed_claims = 0 then '1 time' else (lapsed_claims + 1) || ' times' end`;
-  // The events one dead worker held fall due one after another, LAPSE_SPACING_SECONDS apart, not
-  // together: a poison event is then claimed again on its own, and the events that were only
-  // queued behind it in the same worker are not lapsed with it again and again until their
-  // attempts run out too. The row locks are skipped, and the update checks the row again: a
+  // The events one dead worker was sending fall due one after another, LAPSE_SPACING_SECONDS
+  // apart, not together: a poison event is then claimed again on its own, and the events sent
+  // beside it (up to EVENTS_CONCURRENCY) are not lapsed with it again and again until they fail
+  // too. The row locks are skipped, and the update checks the row again: a
   // replica taking the same claims back at the same moment, or their worker recording its answer
   // just in time, leaves it nothing to change.
+  // A claim is unstarted only if it names the worker holding it: an earlier version's replica
+  // never writes the mark, and one left by an earlier claim names another worker.
   const { rows } = (await q.raw(
     `with lapsed as (
-       select id, claimed_by from ?? where state = 'sending' and lease_expires_at < now()
+       select id, claimed_by, coalesce(unstarted_claim_of = claimed_by, false) as unstarted
+         from ?? where state = 'sending' and lease_expires_at < now()
         for update skip locked
      ), placed as (
-       select id, row_number() over (partition by claimed_by order by id) - 1 as place from lapsed
+       select id, unstarted,
+              row_number() over (partition by claimed_by, unstarted order by id) - 1 as place
+         from lapsed
      )
      update ?? o
-        set state = case when ? then 'parked' when lapsed_claims + 1 >= ? then 'failed' else 'pending' end,
+        set state = case when placed.unstarted then 'pending'
+                         when ? then 'parked' when lapsed_claims + 1 >= ? then 'failed' else 'pending' end,
             -- Failed too: the platform may have it, and an operator's retry must say so.
-            possible_duplicate = possible_duplicate or not ?,
-            lapsed_claims = lapsed_claims + 1,
-            next_attempt_at = now() + make_interval(secs => placed.place * ?),
+            possible_duplicate = possible_duplicate or not (? or placed.unstarted),
+            lapsed_claims = lapsed_claims + case when placed.unstarted then 0 else 1 end,
+            attempts = attempts - case when placed.unstarted then 1 else 0 end,
+            next_attempt_at = case when placed.unstarted then now()
+                                   else now() + make_interval(secs => placed.place * ?) end,
             claimed_by = null,
+            unstarted_claim_of = null,
             lease_expires_at = null,
-            last_error = case when not ? and lapsed_claims + 1 >= ?
+            last_error = case when placed.unstarted then last_error
+              when not ? and lapsed_claims + 1 >= ?
               then format('its claims lapsed %s with no answer recorded (its worker died, hung or was cut off each time): taken for an event that kills its worker, not sent again',
                           ${lapses})
               else format('the worker that claimed it stopped before recording the answer: outcome unknown (its claims lapsed %s)',
                           ${lapses}) end
        from placed
       where o.id = placed.id and o.state = 'sending' and o.lease_expires_at < now()
-      returning o.state`,
+      returning o.state, placed.unstarted`,
     [
       db.table('events_outbox'),
       db.table('events_outbox'),
@@ -237,9 +255,14 @@ export async function releaseExpiredClaims(
       park,
       lapseLimit,
     ],
-  )) as { rows: Array<{ state: 'pending' | 'failed' | 'parked' }> };
-  const count = (state: string) => rows.filter((r) => r.state === state).length;
-  return { retried: count('pending'), failed: count('failed'), parked: count('parked') };
+  )) as { rows: Array<{ state: 'pending' | 'failed' | 'parked'; unstarted: boolean }> };
+  const count = (state: string) => rows.filter((r) => !r.unstarted && r.state === state).length;
+  return {
+    retried: count('pending'),
+    failed: count('failed'),
+    parked: count('parked'),
+    returned: rows.filter((r) => r.unstarted).length,
+  };
 }
 
 /** Claims of `worker` that were never sent (a shutdown): back to pending, the attempt not counted. */

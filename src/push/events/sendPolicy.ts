@@ -56,6 +56,11 @@ export class ClaimDeadlineError extends Error {
   }
 }
 
+/** An event that cannot be sent as it was written (see unsendableReason): refused here, never sent. */
+export class UnsendableEventError extends Error {
+  override readonly name = 'UnsendableEventError';
+}
+
 /** Classifies what the API client threw. `describe` turns an error into its scrubbed text. */
 export function attemptResultOf(error: unknown, describe: (e: unknown) => string): AttemptResult {
   // The client throws the abort's reason itself when the request was in flight...
@@ -70,6 +75,8 @@ export function attemptResultOf(error: unknown, describe: (e: unknown) => string
       error: `${error.cause.message} while it waited to be sent again (a 429 or a failed connection): not sent`,
     };
   }
+  // Refused before any request was made, as the platform would refuse it: failed for good.
+  if (error instanceof UnsendableEventError) return { kind: 'refused', error: error.message };
   const text = describe(error);
   if (error instanceof ApiAuthError) return { kind: 'unauthorized', error: text };
   if (error instanceof ApiRequestError) {
