@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MirrorGauges } from './admin/mirrorGauges.js';
 import { makeAdminServer } from './admin/server.js';
+import { untilAborted } from './boundedWait.js';
 import { type Context, runnerDeps } from './context.js';
 import { type Db, dbOptionsFromConfig, openDb } from './db/connect.js';
 import { migrate } from './db/migrate.js';
@@ -72,25 +73,6 @@ function isUnreachable(error: unknown): boolean {
 }
 
 /**
- * Settles as `work` does, or rejects with the abort reason as soon as `signal` aborts: start-up
- * stops waiting (on another replica's migration, say) once shutdown began.
- */
-async function unlessAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (signal === undefined) return work;
-  let onAbort = () => {};
-  const aborted = new Promise<never>((_, reject) => {
-    onAbort = () => reject(signal.reason);
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-  });
-  try {
-    return await Promise.race([work, aborted]);
-  } finally {
-    signal.removeEventListener('abort', onAbort);
-  }
-}
-
-/**
  * Starts every part of `review-mirror run`: health and metrics first, then migrations, scheduled
  * jobs. Each part that starts pushes its own closer; stopping runs them last-started-first, so
  * the scheduler stops (and in-flight runs finish within the grace period) before the database
@@ -130,6 +112,15 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
 
   const goOn = () => shutdown?.throwIfAborted();
   let onStopping = () => {};
+  // A query start-up gave up on (a migration queued on another replica's lock, the secrets read
+  // from a database that hangs) still holds its connection, and closing the pool waits for it:
+  // not waited for, it ends with that wait or with the process (the server then rolls its
+  // transaction back).
+  let queryAbandoned = false;
+  const abandonedIfShuttingDown = (error: unknown): never => {
+    queryAbandoned ||= shutdown?.aborted === true;
+    throw error;
+  };
   try {
     // Listening before anything can wait: an orchestrator's liveness probe must find the process
     // alive while start-up waits for the database or another replica's migration, or it kills it
@@ -137,21 +128,17 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
     const metrics = makeMetrics();
     const admin = makeAdminServer({ metrics });
     const adminUrl = await admin.app.listen({ host: config.admin.host, port: config.admin.port });
-    closers.push({ name: 'admin server', close: () => admin.app.close() });
+    closers.push({ name: 'admin server', close: () => admin.close() });
     onStopping = () => admin.stopping();
     log.info({ url: adminUrl }, 'admin server listening');
     goOn();
 
     admin.starting('opening the database');
     const db = await openDb(dbOptionsFromConfig(config, log));
-    // A migration given up on still holds its connection, queued on another replica's lock, and
-    // closing the pool waits for it: not waited for, it ends with that wait or with the process
-    // (the server then rolls its transaction back).
-    let migrationAbandoned = false;
     closers.push({
       name: 'database',
       close: async () => {
-        if (migrationAbandoned) void db.close().catch(() => {});
+        if (queryAbandoned) void db.close().catch(() => {});
         else await db.close();
       },
     });
@@ -165,10 +152,7 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
       try {
         applied =
           db.backend === 'postgres'
-            ? await unlessAborted(migrate(db), shutdown).catch((error: unknown) => {
-                migrationAbandoned = shutdown?.aborted === true;
-                throw error;
-              })
+            ? await untilAborted(migrate(db), shutdown).catch(abandonedIfShuttingDown)
             : await migrate(db);
       } catch (error) {
         if (shutdown?.aborted || !isUnreachable(error)) throw error;
@@ -188,7 +172,9 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
     // Every replica reports the mirror's freshness, not only the one whose job just ran.
     admin.starting('reading the freshness gauges');
     const gauges = new MirrorGauges({ db, log, metrics });
-    await unlessAborted(gauges.refreshWithin(GAUGES_FIRST_READ_BOUND_MS), shutdown);
+    await untilAborted(gauges.refreshWithin(GAUGES_FIRST_READ_BOUND_MS), shutdown).catch(
+      abandonedIfShuttingDown,
+    );
     gauges.start();
     closers.push({ name: 'freshness gauges', close: async () => gauges.stop() });
     goOn();
@@ -202,7 +188,9 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
     else if (config.api.url === undefined) log.warn('REVIEWS_API_URL not set; sync jobs disabled');
     else log.warn('REVIEWS_API_KEY not set; sync jobs disabled');
 
-    const webhooks = await startWebhookReceiver({ ...ctx, db, metrics, api });
+    const webhooks = await startWebhookReceiver({ ...ctx, db, metrics, api, shutdown }).catch(
+      abandonedIfShuttingDown,
+    );
     closers.push({ name: 'webhook receiver', close: () => webhooks.close() });
     readinessChecks.push(async () => webhooks.readinessProblem());
     goOn();
@@ -225,14 +213,18 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
     ]) {
       scheduler.add(spec);
     }
-    closers.push({ name: 'scheduler', close: () => scheduler.stop(config.shutdownGraceMs) });
+    // The outbox is drained by every replica (rows are claimed, not locked per job).
+    const outbox = api
+      ? new OutboxService({ db, api, log, metrics, scrubber: ctx.scrubber }, config.events)
+      : undefined;
+    closers.push({
+      name: 'scheduler and events outbox',
+      close: () => stopTogether(scheduler.stop(config.shutdownGraceMs), outbox?.stop()),
+    });
     goOn();
     scheduler.start();
 
-    // The outbox is drained by every replica (rows are claimed, not locked per job).
-    if (api) {
-      const outbox = new OutboxService({ db, api, log, metrics, scrubber: ctx.scrubber }, config.events);
-      closers.push({ name: 'events outbox', close: () => outbox.stop() });
+    if (api && outbox) {
       outbox.start();
       log.info({ worker: outbox.worker }, 'events outbox worker started');
       // Closed first (closers run in reverse): jobs in a back-off end now, not after the grace period.
@@ -249,6 +241,17 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
     }
     throw new StartupInterrupted(await stop(describeError(shutdown.reason)), { cause: error });
   }
+}
+
+/**
+ * Waits for parts stopping side by side: the scheduler stops scheduling as soon as it is told
+ * (before anything is awaited), and its runs in flight get the grace period and then the abort
+ * however long the outbox waits for its event request in flight, which is never cut (its
+ * outcome would be unknown). Rejects with the first failure, once all are stopped.
+ */
+async function stopTogether(...stopping: Array<Promise<void> | undefined>): Promise<void> {
+  const failed = (await Promise.allSettled(stopping)).find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 /** `review-mirror run`: start, wait for a signal, go through the one shutdown path. */

@@ -2,6 +2,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { valueWithin } from '../boundedWait.js';
 import type { Db } from '../db/connect.js';
 import type { Metrics } from '../metrics.js';
+import { boundedClose } from '../serverClose.js';
 
 export interface AdminServerOptions {
   metrics: Metrics;
@@ -33,6 +34,8 @@ export interface AdminServer {
   running(db: Db, readinessChecks: ReadonlyArray<() => Promise<string | undefined>>): void;
   /** Shutdown began: `/readyz` answers 503 so that no load balancer sends more. */
   stopping(): void;
+  /** Closes the server within a bound, whatever its clients do (see boundedClose). */
+  close(): Promise<void>;
 }
 
 /** A probe must answer even when the database hangs: a check that takes too long is a failed one. */
@@ -46,6 +49,7 @@ const CHECK_TIMEOUT_MS = 2_000;
 export function makeAdminServer({ metrics }: AdminServerOptions): AdminServer {
   let phase: AdminPhase = { kind: 'starting', doing: 'starting' };
   const app = Fastify({ logger: false });
+  const close = boundedClose(app);
   app.get('/healthz', async () => {
     const current = phase;
     if (current.kind === 'starting') return { status: 'starting', doing: current.doing };
@@ -92,5 +96,6 @@ export function makeAdminServer({ metrics }: AdminServerOptions): AdminServer {
     stopping: () => {
       phase = { kind: 'stopping' };
     },
+    close,
   };
 }

@@ -2,7 +2,6 @@ import { readFile } from 'node:fs/promises';
 import { Command } from 'commander';
 import { requireApi } from '../config/schema.js';
 import { commandAction, runnerDeps, withDb } from '../context.js';
-import { migrate } from '../db/migrate.js';
 import { describeError } from '../errors.js';
 import { JOB } from '../jobs/jobNames.js';
 import { runJob } from '../jobs/runner.js';
@@ -11,6 +10,7 @@ import { type ProvisionResult, plannedResults, provision } from '../push/provisi
 import { parseProvisionFile } from '../push/provision/provisionFile.js';
 import { formatProvisionReport, writeProvisionReport } from '../push/provision/provisionReport.js';
 import { listenForShutdown } from '../shutdownSignal.js';
+import { migrateUnlessAborted } from './migrateFirst.js';
 
 /** Requests in flight at once: a file holds tens of records, not thousands. */
 const CONCURRENCY = 4;
@@ -41,7 +41,7 @@ export function provisionCommand(): Command {
         let stopped: unknown;
         try {
           await withDb(ctx, async (db) => {
-            await migrate(db);
+            await migrateUnlessAborted(db, shutdown.signal);
             const options = {
               dryRun: opts.dryRun === true,
               waitMs: opts.wait ? ctx.config.provision.waitMs : 0,

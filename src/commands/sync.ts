@@ -1,12 +1,12 @@
 import { Argument, Command } from 'commander';
 import { requireApi } from '../config/schema.js';
 import { type Context, commandAction, runnerDeps, withDb } from '../context.js';
-import { migrate } from '../db/migrate.js';
 import { runJob } from '../jobs/runner.js';
 import { makePartnerApi, partnerApiOptions } from '../partner-api/client.js';
 import type { BackfillRange } from '../pull/backfillReviews.js';
 import { pullJobs, SYNC_TARGETS, type SyncTarget } from '../pull/jobs.js';
 import { listenForShutdown } from '../shutdownSignal.js';
+import { migrateUnlessAborted } from './migrateFirst.js';
 import { timeOption } from './timeOption.js';
 
 /** `review-mirror sync <target> [--full]`. */
@@ -50,7 +50,8 @@ export function syncCommand(): Command {
 
 /**
  * `review-mirror sync <target> [--full]`: runs the jobs once, in order, and returns. Applies
- * migrations first (a fresh database needs no separate step). A failure propagates, so the CLI
+ * migrations first (a fresh database needs no separate step; a signal ends a wait for another
+ * process's migration, before any job starts). A failure propagates, so the CLI
  * exits non-zero with its one-line reason; SIGINT/SIGTERM stop the walk after the page in hand,
  * its checkpoint committed.
  */
@@ -65,7 +66,7 @@ async function runSync(
   const api = makePartnerApi(partnerApiOptions(ctx.config, ctx.log));
   try {
     await withDb(ctx, async (db) => {
-      await migrate(db);
+      await migrateUnlessAborted(db, stop.signal);
       const pull = {
         db,
         api,

@@ -135,18 +135,19 @@ export async function copyNewReviews(
   const { rows: clock } = await trx.raw('select now()::text as now');
   const feedSeen = `\tfeed\t${(clock as Array<{ now: string }>)[0]!.now}\n`;
   // A knex transaction hands out its own connection, which COPY needs: it is not a query knex runs.
-  const connection: pg.Client = await trx.client.acquireConnection();
-  const copy = connection.query(
-    copyFrom(
-      `copy ${connection.escapeIdentifier(db.schema)}.reviews (${FIELDS.join(', ')}, id, source, feed_seen_at) from stdin`,
-    ),
-  );
+  const connection: pg.Client & { readonly __knexUid?: string } = await trx.client.acquireConnection();
+  const sql = `copy ${connection.escapeIdentifier(db.schema)}.reviews (${FIELDS.join(', ')}, id, source, feed_seen_at) from stdin`;
+  const copy = connection.query(copyFrom(sql));
   // The server refuses a row as soon as it reads it (and ignores the rest of the COPY), or the
   // connection fails: the stream reports either by an 'error' event alone (it is not destroyed),
   // and can send no more.
   let failed = false;
-  copy.once('error', () => {
+  copy.once('error', (error) => {
     failed = true;
+    // Reported as knex reports a failure of a query it ran itself, which a COPY is not: one pg
+    // gave up on (its read timeout) then has its connection discarded by the pool's listener,
+    // instead of the transaction's ROLLBACK waiting behind it on a frozen connection.
+    trx.client.emit('query-error', error, { __knexUid: connection.__knexUid, sql });
   });
   const done = finished(copy);
   // Observed below; a failure while the next page is awaited must not go unhandled meanwhile.

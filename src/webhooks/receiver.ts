@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { untilAborted, valueWithin } from '../boundedWait.js';
 import type { Config } from '../config/schema.js';
 import type { Db } from '../db/connect.js';
 import { JOB } from '../jobs/jobNames.js';
@@ -7,6 +8,7 @@ import type { JobSpec } from '../jobs/scheduler.js';
 import type { Logger, SecretScrubber } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { PartnerApi } from '../partner-api/client.js';
+import { boundedClose } from '../serverClose.js';
 import { ensureRegistration } from './ensure.js';
 import { checkWebhookHealth, countHealth } from './health.js';
 import { Inbox } from './inbox.js';
@@ -21,6 +23,8 @@ export interface ReceiverDeps {
   readonly metrics: Metrics;
   /** The platform client; without it (API not configured) there is no registration or health poll. */
   readonly api: PartnerApi | undefined;
+  /** Shutdown began: start-up stops waiting for the secrets (from a database that hangs, say). */
+  readonly shutdown?: AbortSignal | undefined;
 }
 
 export interface WebhookReceiver {
@@ -31,7 +35,10 @@ export interface WebhookReceiver {
   readinessProblem(): string | undefined;
   /** The receiver's scheduled job (the platform-side health poll), for the daemon to register. */
   readonly jobs: readonly JobSpec[];
-  /** Stops accepting, lets requests in flight finish, then drains the inbox. */
+  /**
+   * Stops accepting, cuts connections without a delivery being handled after a short bound (see
+   * boundedClose), lets deliveries being handled get their answers, then drains the inbox.
+   */
   close(): Promise<void>;
 }
 
@@ -45,7 +52,7 @@ export interface WebhookReceiver {
 export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookReceiver> {
   const { config, log, db, metrics, api } = deps;
   const secrets = new SigningSecrets(config.webhook.secrets, deps.scrubber);
-  await secrets.refresh(db);
+  await untilAborted(secrets.refresh(db), deps.shutdown);
 
   let registrationEnsured = config.webhook.publicUrl === undefined;
   const healthJob = async (api: PartnerApi, counts: RunCounts, signal?: AbortSignal) => {
@@ -65,12 +72,15 @@ export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookR
     toleranceSeconds: config.webhook.toleranceSeconds,
     maxBodyBytes: config.webhook.maxBodyBytes,
     secrets: () => secrets.current(),
-    reloadSecrets: () => secrets.refreshSoon(db),
+    // A delivery waits for the database no longer than for its commit: past that, the secrets
+    // count as unchanged, as when the database fails, and it is refused as not verified.
+    reloadSecrets: () => valueWithin(secrets.refreshSoon(db), config.webhook.commitTimeoutMs, false),
     inbox,
     log,
     metrics,
     tls,
   });
+  const closeServer = boundedClose(server);
   try {
     await server.listen({ host: config.http.host, port: config.http.port });
   } catch (error) {
@@ -106,7 +116,7 @@ export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookR
     jobs,
     readinessProblem: () => inbox.readinessProblem(),
     close: async () => {
-      await server.close();
+      await closeServer();
       await inbox.close();
     },
   };

@@ -13,7 +13,10 @@ export interface WebhookServerOptions {
   readonly maxBodyBytes: number;
   /** The secrets in force, read once per delivery (they change on rotation). */
   readonly secrets: () => readonly string[];
-  /** Called when no secret matched: reloads the secrets if due, resolving whether they changed. */
+  /**
+   * Called when no secret matched: reloads the secrets if due, resolving whether they changed.
+   * Awaited before the delivery is answered: the caller bounds it.
+   */
   readonly reloadSecrets?: () => Promise<boolean>;
   readonly inbox: Pick<Inbox, 'submit'>;
   readonly log: Logger;

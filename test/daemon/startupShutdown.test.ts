@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CliProcess, freePort } from '../helpers/cli.js';
+import { CliProcess, freePort, runCli } from '../helpers/cli.js';
 import { daemonSetup } from '../helpers/daemon.js';
 import { dropSchema, POSTGRES_URL } from '../helpers/db.js';
 import { startTcpProxy } from '../helpers/tcpProxy.js';
@@ -96,6 +96,45 @@ describe('`run` told to stop during start-up', () => {
       expect(messages).not.toContain('database ready');
     } finally {
       clearTimeout(letGo);
+      await other.end().catch(() => {});
+    }
+  }, 60_000);
+
+  it('ends at once on SIGTERM while the webhook receiver waits for its secrets from a database that hangs', async () => {
+    const setup = await daemonSetup(
+      { url: `http://127.0.0.1:${await freePort()}`, apiKey: 'sk_test_startup' },
+      { DATABASE_URL: POSTGRES_URL, LOG_LEVEL: 'info', SHUTDOWN_GRACE_SECONDS: '3' },
+    );
+    schemas.push(setup.schema);
+    const migrated = await runCli(['migrate'], setup.env);
+    expect(migrated.code, migrated.stderr).toBe(0);
+    // Reading the stored signing secrets waits on this lock, as on a database that hangs.
+    const other = new pg.Client({ connectionString: POSTGRES_URL });
+    await other.connect();
+    await other.query('begin');
+    await other.query(`lock table "${setup.schema}".webhooks in access exclusive mode`);
+    // Let go after a while whatever happens, so a daemon that ignores the signal still ends.
+    const letGo = setTimeout(() => void other.end(), 30_000);
+    const daemon = new CliProcess(['run'], setup.env);
+    try {
+      await waitFor(async () => {
+        const health = await admin(setup.adminPort, '/healthz').catch(() => undefined);
+        return (health?.body as { doing?: string } | undefined)?.doing?.includes('webhook receiver');
+      }, 30_000);
+      // Still there: the secrets are not read yet.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await expectStartingAdmin(setup.adminPort, /webhook receiver/);
+      const signalledAt = Date.now();
+      daemon.kill('SIGTERM');
+      const result = await daemon.exited;
+      expect(Date.now() - signalledAt).toBeLessThan(5_000);
+      expect(result.code, result.stdout).toBe(0);
+      expect(result.stdout).toContain('"msg":"shutting down"');
+      expect(result.stdout).not.toContain('webhook receiver listening');
+      expect(await listening(setup.adminPort)).toBe(false);
+    } finally {
+      clearTimeout(letGo);
+      daemon.kill('SIGKILL');
       await other.end().catch(() => {});
     }
   }, 60_000);
