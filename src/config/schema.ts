@@ -2,6 +2,7 @@ import { validate as validateCron } from 'node-cron';
 import { z } from 'zod';
 import { FatalError } from '../errors.js';
 import { UNKNOWN_OUTCOME_POLICIES, type UnknownOutcomePolicy } from '../push/events/sendPolicy.js';
+import { ENCODINGS, type Encoding } from '../push/readRecords.js';
 
 /**
  * The whole configuration, parsed once from environment variables at start-up.
@@ -102,6 +103,15 @@ const identifier = z
   .trim()
   .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier (letters, digits, _)');
 
+/** The CSV delimiters a file may be read with, besides a tab (`tab` or `\\t`). */
+export const CSV_DELIMITERS = [',', ';', '|'] as const;
+
+/** The delimiter `value` names, or undefined when it names none. */
+export function delimiterOf(value: string): string | undefined {
+  if (value === '\\t' || value.toLowerCase() === 'tab' || value === '\t') return '\t';
+  return (CSV_DELIMITERS as readonly string[]).includes(value) ? value : undefined;
+}
+
 /** What DATABASE_URL reaches: PostgreSQL itself, or a pooler that hands out connections per transaction. */
 export const DB_POOLERS = ['none', 'transaction'] as const;
 
@@ -162,6 +172,14 @@ export const envSchema = z
     CRM_INBOX_DIR: optionalText,
     CRM_INBOX_CRON: cron('* * * * *'),
     CRM_INBOX_SETTLE_SECONDS: seconds(10),
+    // As `contacts push --encoding` and `--delimiter` take them: the inbox reads what the CLI reads.
+    CRM_INBOX_ENCODING: z
+      .enum(ENCODINGS, { error: `must be one of ${ENCODINGS.join(', ')}` })
+      .default('utf-8'),
+    CRM_INBOX_DELIMITER: optionalText.refine(
+      (v) => v === undefined || delimiterOf(v) !== undefined,
+      `must be one of ${CSV_DELIMITERS.join(' ')} or tab (unset: detected from the header line)`,
+    ),
     EVENTS_CONCURRENCY: positiveInt(4),
     EVENTS_RATE_PER_SECOND: positiveInt(10),
     EVENTS_MAX_ATTEMPTS: positiveInt(10),
@@ -267,6 +285,9 @@ export interface Config {
     readonly inboxCron: string;
     /** A file is read only once its size and time have not changed for this long. */
     readonly inboxSettleMs: number;
+    readonly inboxEncoding: Encoding;
+    /** Undefined: detected from each file's header line. */
+    readonly inboxDelimiter: string | undefined;
   };
   readonly events: {
     readonly concurrency: number;
@@ -365,6 +386,8 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       inboxDir: e.CRM_INBOX_DIR,
       inboxCron: e.CRM_INBOX_CRON,
       inboxSettleMs: e.CRM_INBOX_SETTLE_SECONDS * 1000,
+      inboxEncoding: e.CRM_INBOX_ENCODING,
+      inboxDelimiter: e.CRM_INBOX_DELIMITER === undefined ? undefined : delimiterOf(e.CRM_INBOX_DELIMITER),
     },
     events: {
       concurrency: e.EVENTS_CONCURRENCY,

@@ -26,13 +26,39 @@ export function unstorableReason(value: string): string | undefined {
   return undefined;
 }
 
-/** Why jsonb would refuse a JSON value (a key or a string it cannot hold, at any depth), or undefined. */
+/**
+ * How deep a JSON value read from input (an event's metadata, a JSON Lines field) may nest: far
+ * more than any CRM writes, and far less than what makes a recursive walk of it (JSON.stringify,
+ * a size count) overflow the stack and fail a whole file instead of one record.
+ */
+export const MAX_JSON_DEPTH = 100;
+
+/** The reason a value nested deeper than MAX_JSON_DEPTH is refused, shared by every reader. */
+export const TOO_DEEP = `is nested more than ${MAX_JSON_DEPTH} levels deep`;
+
+/**
+ * Why jsonb would refuse a JSON value (a key or a string it cannot hold, at any depth), or why it
+ * is refused as input (nested deeper than MAX_JSON_DEPTH), or undefined. Walked with a stack of its
+ * own, not by recursion: a value thousands deep gets its reason like any other.
+ */
 export function unstorableReasonIn(value: unknown): string | undefined {
-  if (typeof value === 'string') return unstorableReason(value);
-  if (value === null || typeof value !== 'object') return undefined;
-  for (const [k, v] of Object.entries(value)) {
-    const reason = unstorableReason(k) ?? unstorableReasonIn(v);
-    if (reason !== undefined) return reason;
+  const pending: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    if (typeof next.value === 'string') {
+      const reason = unstorableReason(next.value);
+      if (reason !== undefined) return reason;
+      continue;
+    }
+    if (next.value === null || typeof next.value !== 'object') continue;
+    const depth = next.depth + 1;
+    if (depth > MAX_JSON_DEPTH) return TOO_DEEP;
+    // Pushed last first, so the first reason found is the first in the text, as before.
+    const entries = Object.entries(next.value);
+    for (const [k] of entries) {
+      const reason = unstorableReason(k);
+      if (reason !== undefined) return reason;
+    }
+    for (let i = entries.length - 1; i >= 0; i--) pending.push({ value: entries[i]![1], depth });
   }
   return undefined;
 }

@@ -21,6 +21,8 @@ export function pushJobSpecs(deps: PushContactsDeps, config: Config): JobSpec[] 
         concurrency: contacts.concurrency,
         ratePerSecond: contacts.ratePerSecond,
         logRetentionDays: contacts.logRetentionDays,
+        encoding: contacts.inboxEncoding,
+        delimiter: contacts.inboxDelimiter,
       },
     }),
   ];

@@ -332,7 +332,8 @@ describe.each([
         60_000,
         200,
       );
-      expect((await readdir(inbox)).sort()).toEqual(['failed', 'processed']);
+      expect((await readdir(inbox)).sort()).toEqual(['failed', 'processed', 'processing']);
+      expect(await readdir(join(inbox, 'processing'))).toEqual([]);
       expect(await readdir(join(inbox, 'failed'))).toEqual([]);
       expect((await readdir(processed)).sort()).toEqual(
         EXPORTS.flatMap((e) => [e.name, `${e.name}.rejects.csv`]).sort(),

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { storableJson, storableText, unstorableReason } from '../../src/db/storableText.js';
+import {
+  MAX_JSON_DEPTH,
+  storableJson,
+  storableText,
+  TOO_DEEP,
+  unstorableReason,
+  unstorableReasonIn,
+} from '../../src/db/storableText.js';
 
 describe('what PostgreSQL can store', () => {
   it('text: U+0000 becomes U+FFFD, everything else stays', () => {
@@ -23,5 +30,21 @@ describe('what PostgreSQL can store', () => {
     expect(unstorableReason('cut \ud83d')).toMatch(/lone UTF-16 surrogate/);
     expect(unstorableReason('\udc4d')).toMatch(/lone UTF-16 surrogate/);
     expect(unstorableReason('ok 👍 twice 👍')).toBeUndefined();
+  });
+
+  it('says a JSON value nested too deep is refused, without overflowing the stack however deep', () => {
+    const nested = (depth: number): unknown => {
+      let value: unknown = 'leaf';
+      for (let i = 0; i < depth; i++) value = i % 2 === 0 ? [value] : { k: value };
+      return value;
+    };
+    expect(MAX_JSON_DEPTH).toBe(100);
+    expect(unstorableReasonIn(nested(100))).toBeUndefined();
+    expect(unstorableReasonIn(nested(101))).toBe(TOO_DEEP);
+    expect(unstorableReasonIn(nested(6_000))).toBe(TOO_DEEP);
+    expect(unstorableReasonIn(JSON.parse(`{"x":${'['.repeat(6_000)}${']'.repeat(6_000)}}`))).toBe(TOO_DEEP);
+    // The first reason in the text, as the recursive walk found it.
+    expect(unstorableReasonIn({ a: ['ok', { 'k\u0000': 1 }], b: 'cut \ud83d' })).toMatch(/NUL character/);
+    expect(unstorableReasonIn({ a: 1, b: ['x', 'cut \ud83d'] })).toMatch(/lone UTF-16 surrogate/);
   });
 });

@@ -69,7 +69,7 @@ describe('the CRM inbox when a push fails', () => {
     expect(await runInbox()).toBe('success');
   };
   const where = async (name: string) => {
-    for (const place of ['', 'processed', 'failed']) {
+    for (const place of ['', 'processing', 'processed', 'failed']) {
       if ((await readdir(join(dir, place)).catch((): string[] => [])).includes(name)) return place || 'inbox';
     }
     return 'nowhere';
@@ -86,9 +86,10 @@ describe('the CRM inbox when a push fails', () => {
       db.knex.raw('alter table ?? rename to contact_push_staging', [db.table('contact_push_staging_away')]),
     );
     expect(failed).toBeInstanceOf(Error);
-    expect(await where('crm.csv')).toBe('inbox');
+    // Taken, it stays in processing/, where a CRM dropping its next export cannot replace it.
+    expect(await where('crm.csv')).toBe('processing');
     expect(await onPlatform()).toBe(0);
-    // Taken again once it has stayed the same for the settle time.
+    // Pushed again by the next run, before any file of the inbox.
     await takeSettled();
     expect(await where('crm.csv')).toBe('processed');
     expect(await onPlatform()).toBe(2);
@@ -121,7 +122,7 @@ describe('the CRM inbox when a push fails', () => {
     expect(String(failed)).toMatch(
       /the platform failed 10 contacts in a row \(the last: POST \/contacts answered 500/,
     );
-    expect(await where('down.csv')).toBe('inbox');
+    expect(await where('down.csv')).toBe('processing');
     // Ten failed in a row, and at most the three others in flight then: the rest never sent.
     const stopped = await outcomes();
     expect(stopped.failed).toBeGreaterThanOrEqual(10);
@@ -147,7 +148,7 @@ describe('the CRM inbox when a push fails', () => {
     } finally {
       await badKey.close();
     }
-    expect(await where('key.csv')).toBe('inbox');
+    expect(await where('key.csv')).toBe('processing');
     // The requests in flight when the first 401 came, no more.
     expect((await contactPosts()) - before).toBeLessThanOrEqual(4);
     await takeSettled();
@@ -165,7 +166,7 @@ describe('the CRM inbox when a push fails', () => {
     expect(String(await runInbox())).toMatch(
       /the platform failed 10 contacts in a row \(the last: POST \/contacts answered 429\); the push stops/,
     );
-    expect(await where('limited.csv')).toBe('inbox');
+    expect(await where('limited.csv')).toBe('processing');
     // Each given up at its first answer, ten in a row, and at most the three others in flight.
     expect((await contactPosts()) - before).toBeLessThanOrEqual(13);
     await sandbox.control.setFaults({});
@@ -187,13 +188,13 @@ describe('the CRM inbox when a push fails', () => {
   it('fails the run, not the process, when the report beside an export cannot be written', async () => {
     await exportOf('report.csv', 3);
     // A directory where the report goes: its stream fails as on a full disk or a read-only mount.
-    await mkdir(join(dir, 'report.csv.rejects.csv'));
+    await mkdir(join(dir, 'processing', 'report.csv.rejects.csv'));
     expect(await runInbox()).toBe('success');
     expect(String(await runInbox())).toMatch(
       /the report .*report\.csv\.rejects\.csv could not be written: EISDIR/,
     );
-    expect(await where('report.csv')).toBe('inbox');
-    await rm(join(dir, 'report.csv.rejects.csv'), { recursive: true });
+    expect(await where('report.csv')).toBe('processing');
+    await rm(join(dir, 'processing', 'report.csv.rejects.csv'), { recursive: true });
     await takeSettled();
     expect(await where('report.csv')).toBe('processed');
   });
@@ -317,8 +318,7 @@ describe('the CRM inbox when a push fails', () => {
       // Two pushes: the others go through, the poisoned one is taken for the platform unavailable.
       for (let push = 1; push <= 2; push++) {
         expect(String(await run())).toMatch(/1 contacts of choke\.csv were not sent/);
-        expect(await where('choke.csv')).toBe('inbox');
-        expect(await run()).toBe('success');
+        expect(await where('choke.csv')).toBe('processing');
       }
       expect(await onPlatform()).toBe(before + 2);
       // The third push in a row: failed for that contact alone, and the export moves on.
@@ -342,8 +342,7 @@ describe('the CRM inbox when a push fails', () => {
       expect(await run()).toBe('success');
       for (let push = 1; push <= 2; push++) {
         expect(String(await run()), `push ${push}`).toMatch(/1 contacts of choke-again\.csv were not sent/);
-        expect(await where('choke-again.csv')).toBe('inbox');
-        expect(await run()).toBe('success');
+        expect(await where('choke-again.csv')).toBe('processing');
       }
       expect(await db.knex(db.table('contacts')).where({ key: 'poison' }).first()).toMatchObject({
         outcome: 'failed',
@@ -378,8 +377,7 @@ describe('the CRM inbox when a push fails', () => {
       expect(await runInbox()).toBe('success');
       for (let push = 1; push <= 4; push++) {
         expect(String(await runInbox())).toMatch(/3 contacts of small\.csv were not sent/);
-        expect(await where('small.csv')).toBe('inbox');
-        expect(await runInbox()).toBe('success');
+        expect(await where('small.csv')).toBe('processing');
       }
     } finally {
       await sandbox.control.setFaults({});
@@ -409,8 +407,7 @@ describe('the CRM inbox when a push fails', () => {
       // the first are no proof that it is up at the third, so the export stays.
       for (let push = 1; push <= 4; push++) {
         expect(String(await run()), `push ${push}`).toMatch(/3 contacts of outage\.csv were not sent/);
-        expect(await where('outage.csv')).toBe('inbox');
-        expect(await run()).toBe('success');
+        expect(await where('outage.csv')).toBe('processing');
       }
       expect(await onPlatform()).toBe(before + 5);
       const left = await db

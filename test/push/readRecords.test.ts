@@ -1,9 +1,17 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { detectDelimiter, type ReadItem, type ReadOptions, readRecords } from '../../src/push/readRecords.js';
+import { TOO_DEEP } from '../../src/db/storableText.js';
+import {
+  detectDelimiter,
+  type ReadItem,
+  type ReadOptions,
+  RecordFileError,
+  readRecords,
+} from '../../src/push/readRecords.js';
 
 let dir: string;
 beforeAll(async () => {
@@ -16,6 +24,16 @@ async function read(name: string, bytes: Buffer | string, options: ReadOptions =
   await writeFile(path, bytes);
   const items: ReadItem[] = [];
   for await (const item of readRecords(path, options)) items.push(item);
+  return items;
+}
+
+/** Reads a stream whole into `items`: what was yielded before a file fault stays there. */
+async function readAll(
+  source: Readable,
+  items: ReadItem[] = [],
+  options: ReadOptions = {},
+): Promise<ReadItem[]> {
+  for await (const item of readRecords(source, options)) items.push(item);
   return items;
 }
 
@@ -35,6 +53,17 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
       { line: 2, fields: { email: 'ana@example.com', name: 'Ana' } },
       { line: 3, fields: { email: 'bo@example.com', name: 'Bo' } },
     ]);
+  });
+
+  it('fails with the error of a file it cannot read, instead of waiting for ever', async () => {
+    const notAFile = join(dir, 'a-directory.csv');
+    await mkdir(notAFile);
+    const readWhole = async () => {
+      for await (const _ of readRecords(notAFile)) {
+        // nothing to read
+      }
+    };
+    await expect(readWhole()).rejects.toThrow(/EISDIR/);
   });
 
   it('detects a ; or tab delimiter from the header, and takes one given explicitly', async () => {
@@ -157,15 +186,35 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
     ]);
   });
 
-  it('reports a quote never closed with the lines it swallowed, after the rows before it', async () => {
-    const items = await read(
-      'unclosed.csv',
-      'email,name\na@example.com,Ann\nb@example.com,"Bob\nc@example.com,Cy\nd@example.com,Di\n',
+  it('fails the file at a quote never closed, naming the lines it swallowed, after the rows before it', async () => {
+    const items: ReadItem[] = [];
+    const reading = (async () => {
+      for await (const item of readRecords(
+        Readable.from([
+          'email,name\na@example.com,Ann\nb@example.com,"Bob\nc@example.com,Cy\nd@example.com,Di\n',
+        ]),
+      )) {
+        items.push(item);
+      }
+    })();
+    await expect(reading).rejects.toThrow(
+      new RecordFileError(
+        'line 3: opens a quote that is never closed (lines 3-5, to the end of the file); the file was not read past line 2, and fails as a whole',
+      ),
     );
     expect(records(items).map((r) => r.fields.name)).toEqual(['Ann']);
-    expect(errors(items)).toEqual([
-      { line: 3, field: '(row)', reason: 'opens a quote that is never closed: lines 3-5 could not be read' },
-    ]);
+    expect(errors(items)).toEqual([]);
+  });
+
+  it('names the lines a quote never closed swallowed as they are with CRLF line ends', async () => {
+    const crlf =
+      'email,name\r\na@example.com,Ann\r\nb@example.com,"Bob\r\nc@example.com,Cy\r\nd@example.com,Di\r\n';
+    await expect(read('unclosed-crlf.csv', crlf)).rejects.toThrow(
+      'line 3: opens a quote that is never closed (lines 3-5, to the end of the file)',
+    );
+    // Without a line break at the end, and with a CR split from its LF by the chunking.
+    const chunks = ['email,name\r', '\na@example.com,"Ann\r', '\nb\r\nc'];
+    await expect(readAll(Readable.from(chunks))).rejects.toThrow('(lines 2-4, to the end of the file)');
   });
 
   it('reports a whole number in JSON Lines too large to read exactly, instead of sending another id', async () => {
@@ -185,28 +234,41 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
     ]);
   });
 
-  it('stops reading past 16 MiB of text without a record, naming where, in bounded memory', async () => {
-    // An endless record after a quote never closed: were it held whole, this would never end.
-    const endless = Readable.from(
-      (async function* () {
-        yield 'email,name\na@example.com,Ann\nb@example.com,"Bob\n';
-        for (;;) yield `${'x'.repeat(1_000)}\n`.repeat(64);
-      })(),
-    );
+  it('fails the file past 16 MiB of text without a record, naming where and why, in bounded memory', async () => {
+    // A quote never closed in a large export: 40 MiB swallowed, never held whole.
+    const swallowed = (async function* () {
+      yield 'email,name\na@example.com,Ann\nb@example.com,"Bob\n';
+      for (let i = 0; i < 640; i++) yield `${'x'.repeat(1_000)}\n`.repeat(64);
+    })();
     const items: ReadItem[] = [];
-    for await (const item of readRecords(endless)) items.push(item);
+    await expect(readAll(Readable.from(swallowed), items)).rejects.toThrow(
+      new RecordFileError(
+        'line 3: opens a quote that is never closed (lines 3-40963, to the end of the file); the file was not read past line 2, and fails as a whole',
+      ),
+    );
     expect(records(items).map((r) => r.fields.name)).toEqual(['Ann']);
-    const [swallowed, rest] = errors(items);
-    expect(swallowed).toMatchObject({ line: 3, field: '(row)' });
-    expect(swallowed!.reason).toMatch(/^opens a quote that is never closed: lines 3-\d+ could not be read$/);
-    const last = Number(/lines 3-(\d+)/.exec(swallowed!.reason)![1]);
-    expect(last).toBeGreaterThan(16_000);
-    expect(rest).toEqual({
-      line: last + 1,
-      field: '(row)',
-      reason:
-        'was not read, nor anything after it: one record ran past 16 MiB of text (a quote opened and never closed?)',
-    });
+    expect(errors(items)).toEqual([]);
+  });
+
+  it('fails the file at a quoted field over 16 MiB, saying so rather than that its quote is never closed', async () => {
+    const items: ReadItem[] = [];
+    const big = `email,name\na@example.com,Ann\nb@example.com,"${'x'.repeat(17 * 2 ** 20)}"\nc@example.com,Cy\nd@example.com,Di\ne@example.com,Ed\n`;
+    await writeFile(join(dir, 'big-field.csv'), big);
+    await expect(readAll(createReadStream(join(dir, 'big-field.csv')), items)).rejects.toThrow(
+      new RecordFileError(
+        'line 3: a quoted field runs past 16 MiB, the most one record may hold; the file was not read past line 2, and fails as a whole',
+      ),
+    );
+    expect(records(items).map((r) => r.fields.name)).toEqual(['Ann']);
+    // Unquoted, by chunks: as much a record that cannot be held.
+    const unquoted = (async function* () {
+      yield 'email,name\na@example.com,Ann\nb@example.com,';
+      for (let i = 0; i < 20; i++) yield 'x'.repeat(2 ** 20);
+      yield '\nc@example.com,Cy\n';
+    })();
+    await expect(readAll(Readable.from(unquoted))).rejects.toThrow(
+      'line 3: the record runs past 16 MiB, the most one record may hold; the file was not read past line 2',
+    );
   });
 
   it('refuses a header without a column the mapping names, before any row', async () => {
@@ -229,5 +291,116 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
     await expect(
       read('dup-header.csv', 'email,name,email\na@example.com,Ann,b@example.com\n'),
     ).rejects.toThrow('the header names column "email" twice (columns 1 and 3): rename one');
+  });
+});
+
+describe('readRecords: a bad record costs that record, a file not read to its end fails', () => {
+  it('checks only the columns read: a NUL or invalid bytes in a column never sent rejects nothing', async () => {
+    const columnsRead = new Set(['email', 'name']);
+    const csv = Buffer.concat([
+      Buffer.from('email,name,notes\na@example.com,Ann,nul \u0000 here\nb@example.com,Bo,bad '),
+      Buffer.from([0xff]),
+      Buffer.from('\nc@example.com,Cy\u0000,ok\n'),
+    ]);
+    const items = await read('notes.csv', csv, { columnsRead });
+    expect(records(items)).toEqual([
+      { line: 2, fields: { email: 'a@example.com', name: 'Ann' } },
+      { line: 3, fields: { email: 'b@example.com', name: 'Bo' } },
+    ]);
+    expect(errors(items)).toEqual([
+      { line: 4, field: 'name', reason: 'holds a NUL character (U+0000), which cannot be stored' },
+    ]);
+    const jsonl =
+      '{"email":"a@example.com","notes":"\\u0000","extra":[[[1]]]}\n{"email":"b@example.com\\u0000"}\n';
+    expect(await read('notes.jsonl', jsonl, { columnsRead })).toEqual([
+      { record: { line: 1, fields: { email: 'a@example.com' } } },
+      {
+        error: { line: 2, field: 'email', reason: 'holds a NUL character (U+0000), which cannot be stored' },
+      },
+    ]);
+    // Without columnsRead, every column is read, and checked.
+    expect(errors(await read('notes-all.csv', csv)).map((e) => [e.line, e.field])).toEqual([
+      [2, 'notes'],
+      [3, 'notes'],
+      [4, 'name'],
+    ]);
+  });
+
+  it('rejects a JSON value nested too deep as one record, naming its line and field, and reads the rest', async () => {
+    const deep = (n: number) => `${'['.repeat(n)}${']'.repeat(n)}`;
+    const jsonl = [
+      `{"email":"a@example.com","x":${deep(5_000)}}`,
+      `{"email":"b@example.com","x":${deep(100)}}`,
+      `{"email":"c@example.com","x":{"y":${deep(100)}}}`,
+      '{"email":"d@example.com"}',
+    ].join('\n');
+    const items = await read('deep.jsonl', jsonl);
+    expect(errors(items)).toEqual([
+      { line: 1, field: 'x', reason: TOO_DEEP },
+      { line: 3, field: 'x', reason: TOO_DEEP },
+    ]);
+    expect(TOO_DEEP).toBe('is nested more than 100 levels deep');
+    expect(records(items).map((r) => r.line)).toEqual([2, 4]);
+    // A column not read is not looked into at all.
+    const unread = await read('deep-unread.jsonl', jsonl, { columnsRead: new Set(['email']) });
+    expect(records(unread).map((r) => r.line)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('rejects a JSON Lines object giving a key twice, naming its line and the key, and reads the rest', async () => {
+    const jsonl = [
+      '{"email":"right@example.com","email":"wrong@example.com"}',
+      '{"email":"a@example.com","name":"A","\\u006eame":"B"}',
+      '{"email":"b@example.com","meta":{"k":1,"k" :2}}',
+      '{"email":"c@example.com","meta":[{"k":1},{"k":2}],"s":"\\"email\\":1, \\"email\\":"}',
+    ].join('\r\n');
+    const items = await read('dup.jsonl', jsonl);
+    const twice = 'is given twice in the object: which of its values to take is ambiguous';
+    expect(errors(items)).toEqual([
+      { line: 1, field: 'email', reason: twice },
+      { line: 2, field: 'name', reason: twice },
+      { line: 3, field: 'meta', reason: 'holds the key "k" twice in one object' },
+    ]);
+    expect(records(items).map((r) => r.line)).toEqual([4]);
+  });
+
+  it('reads a JSON Lines line however it is cut into chunks, and fails the file at one over 16 MiB', async () => {
+    const chunks = ['{"email":"a@', 'example.com"', ',"name":"A"}\r', '\n\n{"email"', ':"b@example.com"}'];
+    expect(records(await readAll(Readable.from(chunks), [], { format: 'jsonl' }))).toEqual([
+      { line: 1, fields: { email: 'a@example.com', name: 'A' } },
+      { line: 3, fields: { email: 'b@example.com' } },
+    ]);
+    const long = (async function* () {
+      yield '{"email":"a@example.com"}\n{"email":"b@example.com","name":"';
+      for (;;) yield 'x'.repeat(2 ** 20);
+    })();
+    const items: ReadItem[] = [];
+    await expect(readAll(Readable.from(long), items, { format: 'jsonl' })).rejects.toThrow(
+      new RecordFileError(
+        'line 2: the line runs past 16 MiB, the most one record may hold; the file was not read past line 1, and fails as a whole',
+      ),
+    );
+    expect(records(items).map((r) => r.line)).toEqual([1]);
+  });
+
+  it('refuses a UTF-16 or UTF-32 file by its byte order mark, naming the encodings read', async () => {
+    const text = 'email,name\na@example.com,Ann\n';
+    const utf16be = Buffer.from(text, 'utf16le').swap16();
+    const files: Array<[Buffer, string]> = [
+      [Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, 'utf16le')]), 'UTF-16 (little-endian)'],
+      [Buffer.concat([Buffer.from([0xfe, 0xff]), utf16be]), 'UTF-16 (big-endian)'],
+      [Buffer.from([0xff, 0xfe, 0, 0, 0x65, 0, 0, 0]), 'UTF-32 (little-endian)'],
+      [Buffer.from([0, 0, 0xfe, 0xff]), 'UTF-32 (big-endian)'],
+    ];
+    for (const [bytes, encoding] of files) {
+      for (const name of ['utf16.csv', 'utf16.jsonl']) {
+        await expect(read(name, bytes)).rejects.toThrow(
+          new RecordFileError(
+            `the file is ${encoding}, by the byte order mark it starts with, and only utf-8, windows-1252, latin1 are read (--encoding): save it as UTF-8`,
+          ),
+        );
+      }
+    }
+    // A file shorter than a byte order mark is read as ever.
+    expect(await read('tiny.csv', 'e\n')).toEqual([]);
   });
 });

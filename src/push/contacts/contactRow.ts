@@ -67,6 +67,14 @@ export function requiredColumnsOf(
   return required;
 }
 
+/**
+ * The columns a contacts push reads: the mapping's, named or at their default, and those the event
+ * rules read. No other column is sent, so none other can reject a row (readRecords' columnsRead).
+ */
+export function columnsReadOf(mapping: ContactMapping, rules: readonly EventRule[] = []): Set<string> {
+  return new Set([...Object.values(mapping.columns), ...rules.map((rule) => rule.column)]);
+}
+
 /** Maps and validates one record: a contact row, or the first reason it cannot be one (which field, why). */
 export function toContactRow(record: FileRecord, mapping: ContactMapping): ContactRow | RowError {
   const value = (field: keyof ContactMapping['columns']): string | null => {

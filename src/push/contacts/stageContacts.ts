@@ -5,7 +5,7 @@ import { eventsOfRow } from '../events/contactRules.js';
 import type { NewEvent } from '../events/outboxSql.js';
 import { type ReadOptions, readRecords } from '../readRecords.js';
 import type { RejectReport } from '../rejectReport.js';
-import { type ContactRow, requiredColumnsOf, toContactRow } from './contactRow.js';
+import { type ContactRow, columnsReadOf, requiredColumnsOf, toContactRow } from './contactRow.js';
 import { stageContactRows } from './contactsSql.js';
 import type { PushLogWriter } from './pushLog.js';
 
@@ -72,7 +72,11 @@ export async function stageContacts(
     await out.pushLog.flush();
   };
 
-  const read = { ...options, requiredColumns: requiredColumnsOf(options.mapping, options.rules) };
+  const read = {
+    ...options,
+    requiredColumns: requiredColumnsOf(options.mapping, options.rules),
+    columnsRead: columnsReadOf(options.mapping, options.rules),
+  };
   for await (const item of readRecords(source, read)) {
     signal?.throwIfAborted();
     counts.read++;
