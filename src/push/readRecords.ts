@@ -174,7 +174,7 @@ export async function* readRecords(
   const text = bytes.pipe(decode(encoding));
   // An error of the file (EACCES, EISDIR) fails the read: pipe alone left it an unhandled 'error'
   // event, and the read waiting for ever. (Not pipeline: it fails the text at an early stop too.)
-  bytes.once('error', (error) => text.destroy(error));
+  bytes.once('error', (error: Error) => text.destroy(error));
   const read = (column: string) => options.columnsRead?.has(column) ?? true;
   try {
     if (format === 'jsonl') yield* readJsonLines(text, encoding, read);
