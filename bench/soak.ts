@@ -435,7 +435,10 @@ async function main(): Promise<void> {
     await control.setFaults({});
     await waitUntil(
       'inbox processed',
-      async () => (await readdir(inbox)).every((n) => n === 'processed' || n === 'failed'),
+      // Nothing left to take, nor being pushed (processing/ is where a file is pushed from).
+      async () =>
+        (await readdir(inbox)).every((n) => ['processed', 'failed', 'processing'].includes(n)) &&
+        (await readdir(join(inbox, 'processing')).catch(() => [])).length === 0,
       120_000,
     );
     // Embedded, the daemon's own gauge tells, read twice a poll apart. It is set after each drain

@@ -1,8 +1,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfigFile } from '../config/configFile.js';
-import { requireApi } from '../config/schema.js';
+import { delimiterOf, requireApi } from '../config/schema.js';
 import { type Context, commandAction, runnerDeps, withDb } from '../context.js';
-import { migrate } from '../db/migrate.js';
 import { JOB } from '../jobs/jobNames.js';
 import { NO_FENCE } from '../jobs/lease.js';
 import { type JobRunInfo, runJob } from '../jobs/runner.js';
@@ -10,6 +9,7 @@ import { makePartnerApi, partnerApiOptions } from '../partner-api/client.js';
 import { type PushSummary, pushContacts } from '../push/contacts/pushContacts.js';
 import { ENCODINGS, type Encoding, type FileFormat } from '../push/readRecords.js';
 import { listenForShutdown } from '../shutdownSignal.js';
+import { migrateUnlessAborted } from './migrateFirst.js';
 import { terminalPushProgress } from './pushProgressBar.js';
 
 interface PushFlags {
@@ -22,8 +22,8 @@ interface PushFlags {
 }
 
 const delimiterArg = (value: string): string => {
-  const d = value === '\\t' || value.toLowerCase() === 'tab' ? '\t' : value;
-  if (![',', ';', '\t', '|'].includes(d)) throw new InvalidArgumentError('must be , ; | or tab');
+  const d = delimiterOf(value);
+  if (d === undefined) throw new InvalidArgumentError('must be , ; | or tab');
   return d;
 };
 
@@ -58,7 +58,7 @@ async function runPush(ctx: Context, file: string, flags: PushFlags): Promise<vo
   const progress = terminalPushProgress();
   try {
     await withDb(ctx, async (db) => {
-      await migrate(db);
+      await migrateUnlessAborted(db, shutdown.signal);
       const options = {
         mapping: contacts,
         rules: events.rules,

@@ -12,6 +12,7 @@ import { enqueueEvents, listEvents, readOutboxStats, resolveEvent } from '../pus
 import { ENCODINGS, type Encoding } from '../push/readRecords.js';
 import { listenForShutdown } from '../shutdownSignal.js';
 import { alignColumns } from '../status/alignColumns.js';
+import { migrateUnlessAborted } from './migrateFirst.js';
 
 const STATES = ['pending', 'sending', 'sent', 'failed', 'parked'] as const;
 
@@ -151,7 +152,7 @@ async function flush(ctx: Context): Promise<void> {
   const { events } = ctx.config;
   try {
     const { counts, stats } = await withDb(ctx, async (db) => {
-      await migrate(db);
+      await migrateUnlessAborted(db, shutdown.signal);
       const sender = new OutboxSender(
         { db, api, log: ctx.log, scrubber: ctx.scrubber },
         {

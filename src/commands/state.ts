@@ -11,6 +11,7 @@ import { REPLICA_ID } from '../jobs/replicaIdentity.js';
 import { checkpointToJson, parseStateJson } from '../pull/syncStateJson.js';
 import { deleteCheckpoint, readCheckpoint, writeCheckpoint } from '../pull/syncStateSql.js';
 import { listenForShutdown } from '../shutdownSignal.js';
+import { migrateUnlessAborted } from './migrateFirst.js';
 
 /** The jobs that keep a watermark and a resumable walk in `sync_state`. */
 const STATEFUL_JOBS = [JOB.reviews, JOB.reconcile] as const;
@@ -94,7 +95,7 @@ async function underLease<T>(
   const stop = listenForShutdown();
   try {
     return await withDb(ctx, async (db) => {
-      await migrate(db);
+      await migrateUnlessAborted(db, stop.signal);
       const settings = { holder: REPLICA_ID, seconds: ctx.config.jobs.leaseSeconds };
       const lease = await JobLease.acquire(db, job, settings, ctx.log, {
         signal: stop.signal,

@@ -176,15 +176,23 @@ export async function* readRecords(
   // event, and the read waiting for ever. (Not pipeline: it fails the text at an early stop too.)
   bytes.once('error', (error: Error) => text.destroy(error));
   const read = (column: string) => options.columnsRead?.has(column) ?? true;
+  let empty = true;
+  bytes.once('data', () => {
+    empty = false;
+  });
   try {
     if (format === 'jsonl') yield* readJsonLines(text, encoding, read);
     else yield* readCsv(text, encoding, read, options.delimiter, options.requiredColumns);
+    // Read as a file with nothing changed, an export that failed would go unnoticed.
+    if (empty) throw new RecordFileError(EMPTY_FILE);
   } finally {
     // Not read to its end (a file fault, a consumer that stopped): the file is closed now, not
     // when the stream is collected. (pipe does not end its source on the other's error.)
     bytes.destroy();
   }
 }
+
+const EMPTY_FILE = 'empty file (0 bytes, not even a header line): did the export fail?';
 
 /**
  * The most text one record may take, CSV or JSON Lines: past it the file stops being read and

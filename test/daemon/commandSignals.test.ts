@@ -8,7 +8,7 @@ import { dropSchema, POSTGRES_URL, uniqueSchema } from '../helpers/db.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
- * A command that applies migrations first (`sync`, `provision`) and is told to stop while another
+ * A command that applies migrations first (`sync`, `provision`, `contacts push`, `events flush`) and is told to stop while another
  * process migrates the same schema: it stops waiting and exits as an interrupted command does,
  * never going on with its work once the lock is free.
  */
@@ -89,4 +89,18 @@ describe('one-shot commands told to stop while another process holds the migrati
     expect(result.stdout).toContain('not-attempted');
     expect(tookMs).toBeLessThan(10_000);
   }, 60_000);
+
+  it('`contacts push` and `events flush` exit 1, interrupted, without waiting for the lock', async () => {
+    const file = join(dir, 'export.csv');
+    await writeFile(file, 'email,name\nana@example.com,Ana\n');
+    for (const args of [
+      ['contacts', 'push', file],
+      ['events', 'flush'],
+    ]) {
+      const { result, tookMs } = await interruptedWhileMigrating(args);
+      expect(result.code, `${args.join(' ')}: ${result.stderr}`).toBe(1);
+      expect(result.stderr).toContain('SIGTERM');
+      expect(tookMs).toBeLessThan(10_000);
+    }
+  }, 90_000);
 });

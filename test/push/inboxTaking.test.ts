@@ -156,12 +156,18 @@ describe('the CRM inbox taking its files', () => {
     const { log, lines } = capturedLog();
     const job = inboxJob(dir, { log });
     for (let i = 0; i < 2; i++) expect(await runOnce(job)).toBe('success');
-    expect(await listing(join(dir, 'failed'))).toEqual(['empty.csv', 'events-empty.csv']);
+    // Each with its report, as every file taken has one.
+    expect(await listing(join(dir, 'failed'))).toEqual([
+      'empty.csv',
+      'empty.csv.rejects.csv',
+      'events-empty.csv',
+      'events-empty.csv.rejects.csv',
+    ]);
     expect(await listing(join(dir, 'processed'))).toEqual(['header.csv', 'header.csv.rejects.csv']);
     expect(lines).toContainEqual(
       expect.objectContaining({
         file: 'empty.csv',
-        reason: 'empty file (0 bytes, not even a header line): did the CRM export fail?',
+        reason: 'empty file (0 bytes, not even a header line): did the export fail?',
       }),
     );
     expect(lines).toContainEqual(

@@ -55,6 +55,14 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
     ]);
   });
 
+  it('fails an empty file as a file, and reads a header-only one as one with no records', async () => {
+    await expect(read('empty.csv', '')).rejects.toThrow(
+      new RecordFileError('empty file (0 bytes, not even a header line): did the export fail?'),
+    );
+    await expect(read('empty.jsonl', '')).rejects.toBeInstanceOf(RecordFileError);
+    expect(await read('header.csv', 'email,name\n')).toEqual([]);
+  });
+
   it('fails with the error of a file it cannot read, instead of waiting for ever', async () => {
     const notAFile = join(dir, 'a-directory.csv');
     await mkdir(notAFile);

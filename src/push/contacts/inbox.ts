@@ -217,14 +217,10 @@ async function pushFile(deps: PushContactsDeps, options: InboxOptions, name: str
 }
 
 /**
- * A file the push would fail on before reading a record: an empty one (a CRM export that failed
- * looks like one with nothing changed otherwise; a header-only file is an export with no rows),
- * and one this process may not read.
+ * A file this process may not read, refused as the file's own fault (the reader fails an empty
+ * one itself).
  */
 async function refuseUnreadable(path: string): Promise<void> {
-  if ((await stat(path)).size === 0) {
-    throw new InboxFileError('empty file (0 bytes, not even a header line): did the CRM export fail?');
-  }
   const handle = await open(path, 'r').catch((error: NodeJS.ErrnoException) => {
     throw new InboxFileError(`the file cannot be read (${error.code ?? error.message})`, { cause: error });
   });
