@@ -14,6 +14,17 @@ const STORED = 'whsec_stored_echoed_4f1c';
 const CONFIGURED = 'whsec_configured_echoed_9b2e';
 const KEY = 'rm_test_key_123456';
 
+/** The built CLI's environment: the fake platform at `platformUrl`, `schema` on the local server. */
+const cliEnvOn = (platformUrl: string, schema: string) =>
+  cliEnv({
+    DATABASE_URL: POSTGRES_URL,
+    DB_SCHEMA: schema,
+    REVIEWS_API_URL: platformUrl,
+    REVIEWS_API_KEY: KEY,
+    WEBHOOK_SECRETS: CONFIGURED,
+    LOG_LEVEL: 'trace',
+  });
+
 /**
  * A platform may quote a delivery's signing secret in the `last_error` of its list: the text is
  * stored, logged and printed by `webhooks list` and `status`, and must hold no secret, whether
@@ -54,14 +65,7 @@ describe('a webhook list whose last_error echoes a signing secret', () => {
     const db = await freshDb({ url: POSTGRES_URL });
     try {
       await saveOurs(db);
-      const env = cliEnv({
-        DATABASE_URL: POSTGRES_URL,
-        DB_SCHEMA: db.schema,
-        REVIEWS_API_URL: fx.platform.url,
-        REVIEWS_API_KEY: KEY,
-        WEBHOOK_SECRETS: CONFIGURED,
-        LOG_LEVEL: 'trace',
-      });
+      const env = cliEnvOn(fx.platform.url, db.schema);
       for (const args of [['webhooks', 'list'], ['webhooks', 'list', '--json'], ['status']]) {
         const result = await runCli(args, env);
         expect(result.code, result.stderr).toBe(0);
@@ -134,14 +138,7 @@ describe('a registration answer whose description echoes a signing secret', () =
     const db = await freshDb({ url: POSTGRES_URL });
     try {
       await saveOld(db);
-      const env = cliEnv({
-        DATABASE_URL: POSTGRES_URL,
-        DB_SCHEMA: db.schema,
-        REVIEWS_API_URL: fx.platform.url,
-        REVIEWS_API_KEY: KEY,
-        WEBHOOK_SECRETS: CONFIGURED,
-        LOG_LEVEL: 'trace',
-      });
+      const env = cliEnvOn(fx.platform.url, db.schema);
       const result = await runCli(['webhooks', 'register', '--url', URL, '--description', 'label'], env);
       expect(result.code, result.stderr).toBe(0);
       expect(result.stdout).toContain('registered webhook wh_new');
