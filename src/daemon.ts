@@ -152,7 +152,7 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
       try {
         applied =
           db.backend === 'postgres'
-            ? await untilAborted(migrate(db), shutdown).catch(abandonedIfShuttingDown)
+            ? await untilAborted(migrate(db, { signal: shutdown }), shutdown).catch(abandonedIfShuttingDown)
             : await migrate(db);
       } catch (error) {
         if (shutdown?.aborted || !isUnreachable(error)) throw error;

@@ -3,9 +3,32 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrations } from '../../migrations/index.js';
+import { valueWithin } from '../../src/boundedWait.js';
+import { migrateUnlessAborted } from '../../src/commands/migrateFirst.js';
+import { type Db, openDb } from '../../src/db/connect.js';
+import { migrate } from '../../src/db/migrate.js';
 import { CliProcess, cliEnv, freePort } from '../helpers/cli.js';
 import { dropSchema, POSTGRES_URL, uniqueSchema } from '../helpers/db.js';
 import { waitFor } from '../helpers/wait.js';
+
+const lockKey = (schema: string) => `review-mirror:migrate:${schema}`;
+
+/**
+ * Whether a review-mirror connection opened since `since` has been trying for the migration lock
+ * for a second at least: the lock is polled for, so no backend queues on it in pg_locks. Another
+ * file's process waits that long only if another process holds its own schema's lock.
+ */
+async function waitingForMigrationLock(client: pg.Client, since: Date): Promise<boolean> {
+  const { rows } = await client.query(
+    `select 1 from pg_stat_activity
+      where application_name = 'review-mirror' and backend_start >= $1
+        and query like '%pg_try_advisory_xact_lock%'
+        and xact_start < now() - interval '1 second'`,
+    [since],
+  );
+  return rows.length > 0;
+}
 
 /**
  * A command that applies migrations first (`sync`, `provision`, `contacts push`, `events flush`) and is told to stop while another
@@ -27,9 +50,7 @@ describe('one-shot commands told to stop while another process holds the migrati
     await rm(dir, { recursive: true, force: true });
   });
 
-  const lockKey = (schema: string) => `review-mirror:migrate:${schema}`;
-
-  /** Runs `args` while `other` holds the schema's migration lock; SIGTERM once it queues on it. */
+  /** Runs `args` while `other` holds the schema's migration lock; SIGTERM once it waits for it. */
   async function interruptedWhileMigrating(args: string[]) {
     const schema = uniqueSchema('sig');
     schemas.push(schema);
@@ -39,6 +60,7 @@ describe('one-shot commands told to stop while another process holds the migrati
       () => void other.query('select pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(schema)]),
       20_000,
     );
+    const { rows } = await other.query<{ now: Date }>('select clock_timestamp() as now');
     const cli = new CliProcess(
       args,
       cliEnv({
@@ -52,15 +74,7 @@ describe('one-shot commands told to stop while another process holds the migrati
       }),
     );
     try {
-      await waitFor(async () => {
-        const { rows } = await other.query(
-          `select 1 from pg_locks
-            where locktype = 'advisory' and not granted
-              and ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0)`,
-          [lockKey(schema)],
-        );
-        return rows.length > 0;
-      }, 20_000);
+      await waitFor(() => waitingForMigrationLock(other, rows[0]!.now), 20_000);
       const signalledAt = Date.now();
       cli.kill('SIGTERM');
       const result = await cli.exited;
@@ -103,4 +117,129 @@ describe('one-shot commands told to stop while another process holds the migrati
       expect(tookMs).toBeLessThan(10_000);
     }
   }, 90_000);
+});
+
+/**
+ * The signal may come before the pool has opened the migration's connection: nothing is then
+ * queued on the server to be cut, so the migration must not queue there at all. The command's
+ * `db.close()` ends at once, however long another process holds the lock.
+ */
+/** How closing `db` ended: 'closed', or 'still open' after 3 s. */
+const closing = (db: Db) =>
+  valueWithin(
+    db.close().then(() => 'closed'),
+    3_000,
+    'still open',
+  );
+
+describe('a migration given up before its connection exists', () => {
+  const schemas: string[] = [];
+  let other: pg.Client;
+  beforeAll(async () => {
+    other = new pg.Client({ connectionString: POSTGRES_URL });
+    await other.connect();
+  });
+  afterAll(async () => {
+    await other?.end();
+    for (const schema of schemas) await dropSchema(schema, POSTGRES_URL);
+  });
+
+  /** Starts the migration on a pool with no connection yet, and aborts it after `delayMs` (at once: `sync`). */
+  async function abortedMigration(schema: string, delayMs: number | 'sync') {
+    const db = await openDb({ url: POSTGRES_URL, schema, poolMax: 4, dataDir: undefined });
+    const controller = new AbortController();
+    const reason = new Error('interrupted by SIGTERM');
+    const startedAt = Date.now();
+    const migration = migrateUnlessAborted(db, controller.signal);
+    if (delayMs === 'sync') controller.abort(reason);
+    else setTimeout(() => controller.abort(reason), delayMs);
+    const outcome = await migration.then(
+      () => 'migrated',
+      (error: unknown) => error,
+    );
+    const closed = await closing(db);
+    return { outcome, reason, closed, tookMs: Date.now() - startedAt };
+  }
+
+  it('on a server whose lock another process holds: rejects with the reason and closes at once', async () => {
+    const schema = uniqueSchema('early');
+    schemas.push(schema);
+    await other.query('select pg_advisory_lock(hashtextextended($1, 0))', [lockKey(schema)]);
+    try {
+      for (const delayMs of ['sync', 0, 5, 20, 300] as const) {
+        const { outcome, reason, closed, tookMs } = await abortedMigration(schema, delayMs);
+        expect(outcome, `abort after ${delayMs}`).toBe(reason);
+        expect(closed, `abort after ${delayMs}`).toBe('closed');
+        expect(tookMs).toBeLessThan(3_000);
+      }
+    } finally {
+      await other.query('select pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(schema)]);
+    }
+    // Nothing of the migration was left behind, and nothing of it is still waiting.
+    const { rows } = await other.query('select 1 from information_schema.schemata where schema_name = $1', [
+      schema,
+    ]);
+    expect(rows).toEqual([]);
+  }, 60_000);
+
+  it('on a server: waits for the lock as long as it is held, then applies everything', async () => {
+    const schema = uniqueSchema('late');
+    schemas.push(schema);
+    await other.query('select pg_advisory_lock(hashtextextended($1, 0))', [lockKey(schema)]);
+    const db = await openDb({ url: POSTGRES_URL, schema, poolMax: 4, dataDir: undefined });
+    try {
+      const controller = new AbortController();
+      let done = false;
+      const migration = migrateUnlessAborted(db, controller.signal).finally(() => {
+        done = true;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      expect(done).toBe(false);
+      await other.query('select pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(schema)]);
+      await migration;
+      const names = await db.knex(db.table('knex_migrations')).orderBy('id').pluck('name');
+      expect(names).toEqual(migrations.map((m) => m.name));
+    } finally {
+      await other.query('select pg_advisory_unlock_all()');
+      await db.close();
+    }
+  }, 30_000);
+
+  it('on a server whose lock is never let go: fails after its bound, naming the schema, and rolls back', async () => {
+    const schema = uniqueSchema('held');
+    schemas.push(schema);
+    await other.query('select pg_advisory_lock(hashtextextended($1, 0))', [lockKey(schema)]);
+    const db = await openDb({ url: POSTGRES_URL, schema, poolMax: 4, dataDir: undefined });
+    try {
+      const outcome = await migrate(db, { lockWaitMs: 500 }).catch((e: unknown) => e);
+      expect(String(outcome)).toContain(`held the migration lock of schema ${schema} for over`);
+      const { rows } = await other.query('select 1 from information_schema.schemata where schema_name = $1', [
+        schema,
+      ]);
+      expect(rows).toEqual([]);
+    } finally {
+      await other.query('select pg_advisory_unlock_all()');
+      expect(await closing(db)).toBe('closed');
+    }
+  }, 30_000);
+
+  it('on the embedded database: rejects with the reason when aborted, applies everything when not', async () => {
+    // One in-memory database for both: opening one is slow on a busy machine.
+    const db = await openDb({
+      url: undefined,
+      schema: uniqueSchema('embedded'),
+      poolMax: 1,
+      dataDir: undefined,
+    });
+    try {
+      const reason = new Error('interrupted by SIGTERM');
+      const outcome = await migrateUnlessAborted(db, AbortSignal.abort(reason)).catch((e: unknown) => e);
+      expect(outcome).toBe(reason);
+      await migrateUnlessAborted(db, new AbortController().signal);
+      const names = await db.knex(db.table('knex_migrations')).orderBy('id').pluck('name');
+      expect(names).toEqual(migrations.map((m) => m.name));
+    } finally {
+      expect(await closing(db)).toBe('closed');
+    }
+  }, 120_000);
 });

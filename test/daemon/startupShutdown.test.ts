@@ -67,14 +67,17 @@ describe('`run` told to stop during start-up', () => {
     // Let go after a while whatever happens, so a daemon that ignores the signal still ends.
     const letGo = setTimeout(() => void other.end(), 20_000);
     try {
+      const { rows: started } = await other.query<{ now: Date }>('select clock_timestamp() as now');
       const daemon = new CliProcess(['run'], setup.env);
-      // Queued on this schema's lock (other test files' daemons may wait on locks of their own).
+      // Trying for the lock for a second already: it is polled for, so nothing queues in pg_locks
+      // (other test files' daemons wait that long only on locks of their own, held for them).
       await waitFor(async () => {
         const { rows } = await other.query(
-          `select 1 from pg_locks
-            where locktype = 'advisory' and not granted
-              and ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0)`,
-          [`review-mirror:migrate:${setup.schema}`],
+          `select 1 from pg_stat_activity
+            where application_name = 'review-mirror' and backend_start >= $1
+              and query like '%pg_try_advisory_xact_lock%'
+              and xact_start < now() - interval '1 second'`,
+          [started[0]!.now],
         );
         return rows.length > 0;
       }, 20_000);
