@@ -4,73 +4,249 @@ import { type Logger, pino } from 'pino';
 export type { Logger };
 
 /**
+ * The shortest value `SecretScrubber` scrubs: a shorter one would scrub ordinary words, and no
+ * real key or secret is that short. Config refuses shorter secrets with this same number.
+ */
+export const MIN_SECRET_LENGTH = 6;
+
+/**
+ * How many times over a secret may be JSON-escaped and still be found: a platform's JSON answer
+ * echoing it (1), kept as a string in a JSON error body (2), logged as a JSON line (3).
+ */
+export const JSON_ESCAPE_DEPTH = 3;
+
+/**
  * Values that must never leave the process in a log line. Redaction by path catches the known
  * fields; this catches the same values anywhere else (an error message, a URL, a nested body).
  * Secrets learned at run time (a signing secret read from the database) are added to it.
  *
- * Each value is found as it is, URL-encoded, and in any JSON string escaping of either: what it
- * scrubs is often JSON (a platform's answer before it is parsed, a log line), where any character
- * may be written as `\uXXXX` and encoders differ in what they escape (PHP `\/`, Go `\u003c`).
+ * Each value is found as it is and URL-encoded (either case of hex digit, any character encoded
+ * or not, `+` for a space), each of them JSON-escaped up to `JSON_ESCAPE_DEPTH` times over: what
+ * it scrubs is often JSON (a platform's answer before it is parsed, a log line), where any
+ * character may be written as `\uXXXX` and encoders differ in what they escape (PHP `\/`, Go
+ * `\u003c`). The replacement takes whole escapes, so scrubbed JSON stays JSON.
  */
 export class SecretScrubber {
   readonly #values = new Set<string>();
   // Built on first use after a value was added: one pass over the text for every value.
-  #pattern: RegExp | undefined;
+  #patterns: Patterns | undefined;
 
   constructor(values: Iterable<string> = []) {
     for (const v of values) this.add(v);
   }
 
   add(value: string): void {
-    // Very short values would scrub ordinary words; no real key or secret is that short.
-    if (value.length < 6 || this.#values.has(value)) return;
+    if (value.length < MIN_SECRET_LENGTH || this.#values.has(value)) return;
     this.#values.add(value);
-    this.#pattern = undefined;
+    this.#patterns = undefined;
   }
 
   scrub(text: string): string {
     if (this.#values.size === 0) return text;
-    this.#pattern ??= anyEscapingOf(this.#values);
-    const pattern = this.#pattern;
+    this.#patterns ??= anyEscapingOf(this.#values);
+    const { starts, alternatives } = this.#patterns;
     let out = '';
     let from = 0;
+    // A boundary between JSON escapes (or plain characters) at or after `from`: reading on from
+    // there tells whether a match begins inside an escape. Only read when a match is found, and
+    // never twice over the same text.
+    let boundary = 0;
     // exec, not matchAll: matchAll copies the pattern at every call, which costs more than the
     // search on a short text (a log line).
-    pattern.lastIndex = 0;
-    for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
-      // A match right after an escape's backslash (`\nsecret`, `\\u0041…`: the secret escaped
-      // twice) takes that backslash along: left alone, it would escape "[" and break the JSON.
-      const start = escapedAt(text, match.index, from) ? match.index - 1 : match.index;
-      out += `${text.slice(from, start)}${REDACTED}`;
-      from = match.index + match[0].length;
+    starts.lastIndex = 0;
+    for (let start = starts.exec(text); start !== null; start = starts.exec(text)) {
+      const matchEnd = matchAt(text, start.index, alternatives);
+      if (matchEnd < 0) {
+        starts.lastIndex = start.index + 1;
+        continue;
+      }
+      let first = start.index;
+      while (boundary < first) {
+        const next = boundary + escapeLength(text, boundary);
+        if (next > first) break;
+        boundary = next;
+      }
+      // A match inside an escape (`\nsecret`, `\u0041…` with the secret starting at "0041") takes
+      // the escape along: left alone, its backslash would escape "[" and break the JSON.
+      if (boundary < first) first = boundary;
+      else first -= innerEscapeRun(text, first, from);
+      let end = first;
+      while (end < matchEnd) end += escapeLength(text, end);
+      out += `${text.slice(from, first)}${REDACTED}`;
+      from = end;
+      boundary = end;
+      starts.lastIndex = end;
     }
     return from === 0 ? text : out + text.slice(from);
   }
 }
 
 const REDACTED = '[REDACTED]';
+const BACKSLASH = 0x5c;
+const HEX4 = /^[0-9a-fA-F]{4}$/;
 
-/** Whether `text[index]` follows an odd run of backslashes (down to `floor`): an escape's tail. */
-function escapedAt(text: string, index: number, floor: number): boolean {
+/** The length of the JSON string escape (or plain character) at `text[i]`. */
+function escapeLength(text: string, i: number): number {
+  if (text.charCodeAt(i) !== BACKSLASH || i + 1 >= text.length) return 1;
+  return text[i + 1] === 'u' && HEX4.test(text.slice(i + 2, i + 6)) ? 6 : 2;
+}
+
+// What may follow an escape's backslash: `\n`, `\"`, `\\`, `\/`, `\u…`.
+const ESCAPE_TAILS = new Set(['"', '\\', '/', 'b', 'f', 'n', 'r', 't', 'u']);
+
+/**
+ * How many of the escaped backslashes (`\\` pairs) just before `text[index]` (down to `floor`) to
+ * take along with a match there: a text JSON-escaped again doubles each backslash, so 2 of them
+ * before "n" are `\n` once unescaped, 4 are `\n` twice unescaped. Taking them keeps each inner
+ * JSON valid too.
+ */
+function innerEscapeRun(text: string, index: number, floor: number): number {
+  if (!ESCAPE_TAILS.has(text[index]!)) return 0;
   let i = index;
   while (i > floor && text.charCodeAt(i - 1) === BACKSLASH) i--;
-  return (index - i) % 2 === 1;
+  return (index - i) % 2 ** JSON_ESCAPE_DEPTH;
 }
 
-const BACKSLASH = 0x5c;
-
-/** One global pattern for every value and its URL-encoded form, the longest first (wins a prefix). */
-function anyEscapingOf(values: Iterable<string>): RegExp {
-  const forms = new Set([...values].flatMap((v) => [v, encodeURIComponent(v)]));
-  const sources = [...forms].sort((a, b) => b.length - a.length).map(anyEscapingSource);
-  return new RegExp(sources.join('|'), 'g');
+/**
+ * Every value in each of its forms and depths of JSON escaping, the longer value first (wins a
+ * prefix), then the deeper escaping (`x\\\\` wins over `x\\` for a value ending in a backslash);
+ * and one pattern for the first two characters of each, which finds where a match may begin.
+ */
+function anyEscapingOf(values: Iterable<string>): Patterns {
+  const escapes = new JsonEscapes();
+  const alternatives: Alternative[] = [];
+  for (const value of values) {
+    const forms = [urlForms(value, false)];
+    // `%` stays `%25` in the URL-encoded forms: allowing a bare `%` there would make `%25` mean
+    // two things. The value as it is (with its bare `%`) is then one more form.
+    if (value.includes('%')) forms.push(urlForms(value, true));
+    for (const form of forms) {
+      for (let depth = 0; depth <= JSON_ESCAPE_DEPTH; depth++)
+        alternatives.push({ length: value.length, depth, form });
+    }
+  }
+  alternatives.sort((a, b) => b.length - a.length || b.depth - a.depth);
+  const starts = new Set(alternatives.map((a) => escapes.source(a.form.slice(0, 2), a.depth)));
+  return { starts: new RegExp([...starts].join('|'), 'g'), alternatives };
 }
 
-// JSON's two-character escapes (RFC 8259, 7): the pattern after the backslash, by the character
-// it stands for.
+/**
+ * `starts` is a small pattern, fast to search with: the first two characters of every form at
+ * every depth. Only where it matches are the alternatives tried, one after the other, each by
+ * `matchForm`: a whole pattern for them all would be large, slow to build and slow to run.
+ */
+interface Patterns {
+  starts: RegExp;
+  alternatives: Alternative[];
+}
+
+interface Alternative {
+  length: number;
+  depth: number;
+  form: Form;
+}
+
+/** Where the first alternative found at `text[index]` ends, or -1. */
+function matchAt(text: string, index: number, alternatives: readonly Alternative[]): number {
+  for (const { form, depth } of alternatives) {
+    const end = matchForm(text, index, form, depth);
+    if (end >= 0) return end;
+  }
+  return -1;
+}
+
+/**
+ * Where `form` escaped `depth` times over ends if it begins at `text[index]`, or -1. At one depth
+ * no way to write a character is a prefix of another (JSON escapes and percent-encoding are
+ * prefix codes), so the first way that fits is the only one: no backtracking.
+ */
+function matchForm(text: string, index: number, form: Form, depth: number): number {
+  let i = index;
+  for (const ways of form) {
+    let next = -1;
+    for (const way of ways) {
+      next = typeof way === 'string' ? matchUnits(text, i, way, depth) : matchLiteral(text, i, way.literal);
+      if (next >= 0) break;
+    }
+    if (next < 0) return -1;
+    i = next;
+  }
+  return i;
+}
+
+function matchUnits(text: string, index: number, units: string, depth: number): number {
+  let i = index;
+  for (let k = 0; k < units.length && i >= 0; k++) i = matchUnit(text, i, units.charCodeAt(k), depth);
+  return i;
+}
+
+/** `literal` (upper case) in either case of its letters. */
+function matchLiteral(text: string, index: number, literal: string): number {
+  return text.slice(index, index + literal.length).toUpperCase() === literal ? index + literal.length : -1;
+}
+
+/** Where the UTF-16 unit `code` escaped `depth` times over (see `JsonEscapes`) ends, or -1. */
+function matchUnit(text: string, index: number, code: number, depth: number): number {
+  if (depth === 0) return text.charCodeAt(index) === code ? index + 1 : -1;
+  const bare = code !== QUOTE && code !== BACKSLASH && code >= 0x20;
+  if (bare) {
+    const end = matchUnit(text, index, code, depth - 1);
+    if (end >= 0) return end;
+  }
+  // The backslash that begins an escape, written by the escapings above as `\\` each time.
+  const j = index + 2 ** (depth - 1);
+  if (!backslashesAt(text, index, j)) return -1;
+  if (code === BACKSLASH && backslashesAt(text, j, j + 2 ** (depth - 1))) return j + 2 ** (depth - 1);
+  if (
+    text[j] === 'u' &&
+    Number.parseInt(text.slice(j + 1, j + 5), 16) === code &&
+    HEX4.test(text.slice(j + 1, j + 5))
+  ) {
+    return j + 5;
+  }
+  const short = SHORT_ESCAPES[String.fromCharCode(code)];
+  if (short === undefined || code === BACKSLASH) return -1;
+  if (/[a-z]/.test(short)) return text[j] === short ? j + 1 : -1;
+  return matchUnit(text, j, short.charCodeAt(0), depth - 1);
+}
+
+function backslashesAt(text: string, from: number, to: number): boolean {
+  if (to > text.length) return false;
+  for (let i = from; i < to; i++) if (text.charCodeAt(i) !== BACKSLASH) return false;
+  return true;
+}
+
+const QUOTE = 0x22;
+
+/**
+ * A value's forms, character by character (code point): each of the ways to write the character,
+ * either the UTF-16 units of the character as it is (each one JSON-escaped as the depth asks) or a
+ * literal in either case (percent-encoded bytes, `+` for a space: no JSON encoder escapes `%`,
+ * `+`, letters or digits).
+ */
+type Form = (string | { literal: string })[][];
+
+function urlForms(value: string, barePercent: boolean): Form {
+  return [...value].map((char) => {
+    const ways: (string | { literal: string })[] = [];
+    if (char !== '%' || barePercent) ways.push(char);
+    if (char === ' ') ways.push({ literal: '+' });
+    if (char !== '%' || !barePercent) {
+      let literal = '';
+      for (const byte of UTF8.encode(char)) literal += `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+      ways.push({ literal });
+    }
+    return ways;
+  });
+}
+
+const UTF8 = new TextEncoder();
+
+// JSON's two-character escapes (RFC 8259, 7): the character after the backslash, by the
+// character it stands for.
 const SHORT_ESCAPES: Readonly<Record<string, string>> = {
   '"': '"',
-  '\\': '\\\\',
+  '\\': '\\',
   '/': '/',
   '\b': 'b',
   '\f': 'f',
@@ -80,24 +256,59 @@ const SHORT_ESCAPES: Readonly<Record<string, string>> = {
 };
 
 /**
- * A pattern matching `value` in any JSON escaping: each UTF-16 unit (a character outside the BMP
- * is a surrogate pair in `\uXXXX` form) as itself, as `\uXXXX` in either case, or as its short
- * escape. No `u` flag: units, not code points, which is what JSON escapes.
+ * Patterns (for `starts`) for a UTF-16 unit JSON-escaped `depth` times over, as `matchUnit` reads
+ * it: each escaping writes each unit of the last as itself (where JSON allows), as `\uXXXX` in
+ * either case, or as its short escape; a backslash of the layers below is always written `\\`
+ * (every encoder does). So `"` twice over is `\\\"`, `\\u0022` or `\u0022`-escaped once more
+ * (`\\\u0022`), and `\` three times over is eight backslashes or `\\\\u005c`. The `u`, the hex
+ * digits and the letter of `\n` stay themselves in the layers above. No `u` flag: units, not
+ * code points, which is what JSON escapes.
  */
-function anyEscapingSource(value: string): string {
-  let source = '';
-  for (let i = 0; i < value.length; i++) {
-    const unit = value.charCodeAt(i);
-    const hex = unit.toString(16).padStart(4, '0');
-    const anyCase = hex.replace(/[a-f]/g, (d) => `[${d}${d.toUpperCase()}]`);
-    const short = SHORT_ESCAPES[value[i]!];
-    const escaped = `\\\\u${anyCase}${short === undefined ? '' : `|\\\\${short}`}`;
-    // The unit itself first, the likelier form (twice as fast on a page); but a backslash's
-    // escapes first: taken as itself, it would end a match inside the escape it begins.
-    source += value[i] === '\\' ? `(?:${escaped}|\\u${hex})` : `(?:\\u${hex}|${escaped})`;
+class JsonEscapes {
+  readonly #sources = new Map<string, string>();
+
+  /** The pattern for a value's forms (see `urlForms`) escaped `depth` times over. */
+  source(form: Form, depth: number): string {
+    const way = (w: string | { literal: string }) =>
+      typeof w === 'string'
+        ? w
+            .split('')
+            .map((unit) => this.unit(unit, depth))
+            .join('')
+        : w.literal.replace(/[A-F]/g, (d) => `[${d}${d.toLowerCase()}]`).replace('+', '\\+');
+    const char = (ways: Form[number]) =>
+      ways.length === 1 ? way(ways[0]!) : `(?:${ways.map(way).join('|')})`;
+    return form.map(char).join('');
   }
-  return source;
+
+  unit(unit: string, depth: number): string {
+    const key = `${depth}${unit}`;
+    let source = this.#sources.get(key);
+    if (source === undefined) {
+      source = this.#build(unit, depth);
+      this.#sources.set(key, source);
+    }
+    return source;
+  }
+
+  #build(unit: string, depth: number): string {
+    const code = unit.charCodeAt(0);
+    const hex = code.toString(16).padStart(4, '0');
+    if (depth === 0) return /^[A-Za-z0-9_]$/.test(unit) ? unit : `\\u${hex}`;
+    const u = `u${hex.replace(/[a-f]/g, (d) => `[${d}${d.toUpperCase()}]`)}`;
+    // The backslash that begins an escape, written by the escapings above as `\\` each time.
+    const backslash = backslashes(depth - 1);
+    if (unit === '\\') return `(?:${backslashes(depth)}|${backslash}${u})`;
+    const short = SHORT_ESCAPES[unit];
+    const tail = short === undefined ? '' : `|${/[a-z]/.test(short) ? short : this.unit(short, depth - 1)}`;
+    const escaped = `${backslash}(?:${u}${tail})`;
+    // The unit itself first where JSON allows it, the likelier form.
+    return unit === '"' || code < 0x20 ? escaped : `(?:${this.unit(unit, depth - 1)}|${escaped})`;
+  }
 }
+
+/** A backslash escaped `depth` times over with `\\`: 2 ** depth of them. */
+const backslashes = (depth: number) => `\\\\{${2 ** depth}}`;
 
 const REDACT_PATHS = [
   'apiKey',
