@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { constants } from 'node:os';
 import { Command } from 'commander';
+import { safeDecode } from '../config/schema.js';
 import { commandAction } from '../context.js';
 import { serveEmbedded } from '../db/embeddedSocket.js';
 
@@ -13,12 +14,26 @@ interface PsqlLaunch {
 
 /**
  * The URL without its password, which goes to psql in PGPASSWORD instead: argv is readable by
- * every user of the machine (ps), the environment is not.
+ * every user of the machine (ps), the environment is not. A password may also be a `password`
+ * query parameter (pg and libpq read it there, pg in preference): it is taken out too.
  */
 export function splitPassword(url: string): { url: string; password: string | undefined } {
+  let password: string | undefined;
+  let rest = url;
   const match = /^(postgres(?:ql)?:\/\/[^:@/?#]*):([^@/?#]*)@/.exec(url);
-  if (match === null) return { url, password: undefined };
-  return { url: `${match[1]}@${url.slice(match[0].length)}`, password: decodeURIComponent(match[2]!) };
+  if (match !== null) {
+    rest = `${match[1]}@${url.slice(match[0].length)}`;
+    password = safeDecode(match[2]!);
+  }
+  const query = rest.indexOf('?');
+  if (query < 0) return { url: rest, password };
+  const kept: string[] = [];
+  for (const pair of rest.slice(query + 1).split('&')) {
+    const [name, value = ''] = pair.split('=', 2);
+    if (safeDecode(name!) === 'password') password = safeDecode(value);
+    else kept.push(pair);
+  }
+  return { url: rest.slice(0, query) + (kept.length > 0 ? `?${kept.join('&')}` : ''), password };
 }
 
 /** PGOPTIONS making the mirror's schema the default, so `select * from reviews` works unqualified. */

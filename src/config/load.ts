@@ -21,12 +21,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     if (resolved[name] !== undefined) {
       throw new ConfigError(`invalid configuration: set ${name} or ${name}_FILE, not both`);
     }
+    let content: string;
     try {
-      resolved[name] = readFileSync(file, 'utf8').trim();
+      content = readFileSync(file, 'utf8').trim();
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
       throw new ConfigError(`invalid configuration: ${name}_FILE cannot be read (${code}: ${file})`);
     }
+    // Not "unset", as an empty variable is: a secret file is named to give the value, and one that
+    // is empty (a secret not yet written, a wrong mount) made DATABASE_URL_FILE run the daemon on
+    // the embedded database, and REVIEWS_API_KEY_FILE disable the sync jobs, without a word.
+    if (content === '') {
+      throw new ConfigError(
+        `invalid configuration: ${name}_FILE names an empty file: ${file} (write ${name} in it, or unset ${name}_FILE)`,
+      );
+    }
+    resolved[name] = content;
   }
   return parseConfig(resolved);
 }

@@ -1,6 +1,7 @@
 import { validate as validateCron } from 'node-cron';
 import { z } from 'zod';
 import { FatalError } from '../errors.js';
+import { MIN_SECRET_LENGTH } from '../log.js';
 import { UNKNOWN_OUTCOME_POLICIES, type UnknownOutcomePolicy } from '../push/events/sendPolicy.js';
 import { ENCODINGS, type Encoding } from '../push/readRecords.js';
 
@@ -38,11 +39,49 @@ const positiveInt = (fallback: number) =>
  */
 const MAX_SECONDS = 2_147_483;
 
+/** The shortest wait between two reads of a polled queue: 0 would read it in a busy loop. */
+const MIN_POLL_SECONDS = 0.1;
+
 const secondsAtMost = (max: number, rules: (n: z.ZodNumber) => z.ZodNumber = (n) => n) =>
   decimal('must be a number of seconds', (n) => rules(n.max(max, `must be at most ${max}`)));
 
 const seconds = (fallback: number, max = MAX_SECONDS) =>
   secondsAtMost(max, (n) => n.nonnegative('must be >= 0')).default(fallback);
+
+/**
+ * The longest retention: a century. Far more leaves PostgreSQL's range in the cutoff each prune
+ * computes (`now() - make_interval(days => N)`: "timestamp out of range", then "integer out of
+ * range"), failing every run; and no one keeps a row longer than this.
+ */
+export const MAX_RETENTION_DAYS = 36_500;
+
+const retentionDays = (fallback: number) =>
+  decimal('must be a number of days', (n) =>
+    n
+      .int('must be a whole number')
+      .positive('must be > 0')
+      .max(
+        MAX_RETENTION_DAYS,
+        `must be at most ${MAX_RETENTION_DAYS} (100 years; to keep rows for good, set that)`,
+      ),
+  ).default(fallback);
+
+// The log scrubber ignores shorter values, which would hide ordinary words.
+const TOO_SHORT_TO_SCRUB = `a shorter value cannot be told from ordinary text, so it would not be hidden in logs`;
+
+/** A control character (C0 or DEL): no part of a header value or of a secret anyone types. */
+const hasControlCharacter = (v: string) => [...v].some((c) => c < ' ' || c === '\u007f');
+
+/**
+ * WEBHOOK_SECRETS's secrets: separated by commas (`old,new`, as documented) or line breaks (one
+ * per line, as a secret file is usually written). Blanks around each are dropped.
+ */
+function webhookSecretsOf(value: string): string[] {
+  return value
+    .split(/[,\r\n]/)
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}
 
 const cron = (fallback: string) =>
   z
@@ -122,13 +161,23 @@ export const envSchema = z
         (v) => !URL.canParse(v) || !/\/api\/v1\/partner\/*$/.test(new URL(v).pathname),
         "must be the platform's base URL, without /api/v1/partner (review-mirror appends it)",
       )
+      // A password there would be sent nowhere useful and hidden from no log: the key has its own.
+      .refine((v) => {
+        const url = URL.canParse(v) ? new URL(v) : undefined;
+        return url === undefined || (url.username === '' && url.password === '');
+      }, 'must not hold a user name or password: the platform takes REVIEWS_API_KEY, in a header')
       .optional(),
     // Sent as a header: a control character (a second line in REVIEWS_API_KEY_FILE) failed every
     // request as a network error, retried, without ever saying the key was at fault.
-    REVIEWS_API_KEY: optionalText.refine(
-      (v) => v === undefined || ![...v].some((c) => c < ' ' || c === '\u007f'),
-      'must not hold a control character such as a line break (is REVIEWS_API_KEY_FILE more than one line?)',
-    ),
+    REVIEWS_API_KEY: optionalText
+      .refine(
+        (v) => v === undefined || !hasControlCharacter(v),
+        'must not hold a control character such as a line break (is REVIEWS_API_KEY_FILE more than one line?)',
+      )
+      .refine(
+        (v) => v === undefined || v.length >= MIN_SECRET_LENGTH,
+        `must be at least ${MIN_SECRET_LENGTH} characters long: ${TOO_SHORT_TO_SCRUB}`,
+      ),
     DATABASE_URL: databaseUrl,
     DATABASE_LISTEN_URL: databaseUrl,
     DB_SCHEMA: identifier.default('review_mirror'),
@@ -139,7 +188,7 @@ export const envSchema = z
     JOB_LEASE_SECONDS: secondsAtMost(MAX_SECONDS, (n) =>
       n.int('must be a whole number').min(3, 'must be at least 3'),
     ).default(30),
-    SYNC_RUNS_RETENTION_DAYS: positiveInt(90),
+    SYNC_RUNS_RETENTION_DAYS: retentionDays(90),
     DATA_DIR: z.string().trim().min(1, 'must not be empty').default('./data'),
     HTTP_PORT: port(8080),
     ADMIN_PORT: port(9464),
@@ -168,7 +217,7 @@ export const envSchema = z
     REVIEW_MIRROR_CONFIG: optionalText,
     CONTACTS_CONCURRENCY: positiveInt(4),
     CONTACTS_RATE_PER_SECOND: positiveInt(10),
-    CONTACTS_LOG_RETENTION_DAYS: positiveInt(90),
+    CONTACTS_LOG_RETENTION_DAYS: retentionDays(90),
     CRM_INBOX_DIR: optionalText,
     CRM_INBOX_CRON: cron('* * * * *'),
     CRM_INBOX_SETTLE_SECONDS: seconds(10),
@@ -190,21 +239,48 @@ export const envSchema = z
     EVENTS_LEASE_SECONDS: secondsAtMost(MAX_SECONDS, (n) =>
       n.int('must be a whole number').positive('must be > 0'),
     ).optional(),
-    EVENTS_POLL_SECONDS: seconds(5),
-    EVENTS_RETENTION_DAYS: positiveInt(7),
-    EVENTS_KEY_RETENTION_DAYS: positiveInt(400),
+    // The outbox is read again this long after a read that found nothing: 0 read it in a busy loop.
+    EVENTS_POLL_SECONDS: secondsAtMost(MAX_SECONDS, (n) =>
+      n.min(
+        MIN_POLL_SECONDS,
+        `must be at least ${MIN_POLL_SECONDS}: the outbox is read again after this long, so less reads it in a busy loop`,
+      ),
+    ).default(5),
+    EVENTS_RETENTION_DAYS: retentionDays(7),
+    EVENTS_KEY_RETENTION_DAYS: retentionDays(400),
     PROVISION_WAIT_SECONDS: seconds(60),
 
     WEBHOOK_PATH: z.string().trim().startsWith('/', 'must start with /').default('/webhooks/review-created'),
     WEBHOOK_SECRETS: z
       .string()
       .optional()
-      .transform((v) =>
-        (v ?? '')
-          .split(',')
-          .map((s) => s.trim())
-          .filter((s) => s.length > 0),
-      ),
+      .superRefine((value, ctx) => {
+        if (value === undefined || value.trim() === '') return;
+        const secrets = webhookSecretsOf(value);
+        if (secrets.length === 0) {
+          ctx.addIssue({
+            code: 'custom',
+            message:
+              'must list at least one secret: it holds only commas and line breaks (unset it for none)',
+          });
+        }
+        // Which one by its place, never by its value.
+        for (const [i, secret] of secrets.entries()) {
+          const which = `secret ${i + 1} of ${secrets.length}`;
+          if (hasControlCharacter(secret)) {
+            ctx.addIssue({
+              code: 'custom',
+              message: `must not hold a control character such as a tab inside a secret (${which} does): secrets are separated by commas or line breaks, and no signing secret holds another control character`,
+            });
+          } else if (secret.length < MIN_SECRET_LENGTH) {
+            ctx.addIssue({
+              code: 'custom',
+              message: `must hold secrets of at least ${MIN_SECRET_LENGTH} characters (${which} is shorter): ${TOO_SHORT_TO_SCRUB}`,
+            });
+          }
+        }
+      })
+      .transform((v) => webhookSecretsOf(v ?? '')),
     WEBHOOK_TOLERANCE_SECONDS: seconds(300),
     WEBHOOK_MAX_BODY_BYTES: positiveInt(1024 * 1024),
     WEBHOOK_COMMIT_TIMEOUT_SECONDS: secondsAtMost(MAX_SECONDS, (n) => n.positive('must be > 0')).default(5),
@@ -428,17 +504,59 @@ export function requireApi(config: Config): { url: string; key: string } {
   return { url: config.api.url, key: config.api.key };
 }
 
-/** Every secret value in the configuration, for the log scrubber. */
+/**
+ * Every secret value in the configuration, for the log scrubber. A database password shorter than
+ * MIN_SECRET_LENGTH is accepted (refusing it would stop deployments that work) and listed, but the
+ * scrubber cannot hide it alone: its URL is listed whole, so the URL is hidden wherever it appears.
+ */
 export function configSecrets(config: Config): string[] {
-  const passwordOf = (url: string | undefined) =>
-    url === undefined ? undefined : decodeURIComponent(parseDatabaseUrl(url)?.password ?? '');
   const secrets = [
     config.api.key,
-    passwordOf(config.db.url),
-    passwordOf(config.events.listenUrl),
+    ...databaseUrlSecrets(config.db.url),
+    ...databaseUrlSecrets(config.events.listenUrl),
     ...config.webhook.secrets,
   ];
   return [...new Set(secrets.filter((s): s is string => s !== undefined && s !== ''))];
+}
+
+/**
+ * The query parameters of a postgres:// URL that pg (pg-connection-string) reads as a secret:
+ * `password` (it wins over the password before the `@`) and `sslpassword` (the client key's).
+ */
+const SECRET_URL_PARAMETERS = ['password', 'sslpassword'] as const;
+
+/**
+ * The secrets in a postgres:// URL, each as pg reads it and as written, and the URL itself when it
+ * holds one. Empty when it holds none.
+ */
+function databaseUrlSecrets(value: string | undefined): string[] {
+  if (value === undefined) return [];
+  const url = parseDatabaseUrl(value);
+  // Refused by the schema already; hidden whole if it ever gets here.
+  if (url === undefined) return [value];
+  const found: string[] = [];
+  if (url.password !== '') found.push(url.password, safeDecode(url.password));
+  for (const name of SECRET_URL_PARAMETERS) {
+    for (const decoded of url.searchParams.getAll(name)) found.push(decoded);
+  }
+  // As written in the query (`a+b`, `p%26ss`), which URL-encoding the decoded value may not give.
+  for (const pair of url.search.slice(1).split('&')) {
+    const [name, written] = pair.split('=', 2);
+    if (written !== undefined && (SECRET_URL_PARAMETERS as readonly string[]).includes(safeDecode(name!))) {
+      found.push(written);
+    }
+  }
+  const secrets = found.filter((s) => s !== '');
+  return secrets.length === 0 ? [] : [value, ...secrets];
+}
+
+/** A URL part decoded, or as written when it is not valid percent-encoding. */
+export function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
 }
 
 function deepFreeze<T>(value: T): T {

@@ -3,8 +3,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
-import { ConfigError, configSecrets, envSchema, parseConfig, requireApi } from '../../src/config/schema.js';
+import {
+  ConfigError,
+  configSecrets,
+  envSchema,
+  MAX_RETENTION_DAYS,
+  parseConfig,
+  requireApi,
+} from '../../src/config/schema.js';
+import { MIN_SECRET_LENGTH, SecretScrubber } from '../../src/log.js';
 import { cliEnv, runCli } from '../helpers/cli.js';
+import { freshDb } from '../helpers/db.js';
 
 describe('parseConfig', () => {
   it('applies the documented defaults', () => {
@@ -61,6 +70,18 @@ describe('parseConfig', () => {
       const message = (error as Error).message;
       expect(message).toContain(variable);
       expect(message).not.toContain('\n');
+    }
+  });
+
+  it('refuses credentials in REVIEWS_API_URL without repeating them', () => {
+    for (const url of [
+      'https://user:hunter2pw@platform.example.com',
+      'https://hunter2pw@platform.example.com',
+    ]) {
+      expect(() => parseConfig({ REVIEWS_API_URL: url })).toThrow(
+        /REVIEWS_API_URL must not hold a user name or password/,
+      );
+      expect(() => parseConfig({ REVIEWS_API_URL: url })).not.toThrow(/hunter2pw/);
     }
   });
 
@@ -167,9 +188,11 @@ describe('parseConfig', () => {
   it('names the missing variable when a command needs the API', () => {
     expect(() => requireApi(parseConfig({}))).toThrow(/REVIEWS_API_URL/);
     expect(() => requireApi(parseConfig({ REVIEWS_API_URL: 'https://x.test' }))).toThrow(/REVIEWS_API_KEY/);
-    expect(requireApi(parseConfig({ REVIEWS_API_URL: 'https://x.test/', REVIEWS_API_KEY: 'k' }))).toEqual({
+    expect(
+      requireApi(parseConfig({ REVIEWS_API_URL: 'https://x.test/', REVIEWS_API_KEY: 'key-123456' })),
+    ).toEqual({
       url: 'https://x.test',
-      key: 'k',
+      key: 'key-123456',
     });
   });
 
@@ -179,7 +202,154 @@ describe('parseConfig', () => {
       WEBHOOK_SECRETS: 'whsec_old, whsec_new',
       DATABASE_URL: 'postgres://u:p%40ss@db:5432/x',
     });
-    expect(configSecrets(config).sort()).toEqual(['key-123456', 'p@ss', 'whsec_new', 'whsec_old']);
+    // The URL too, whole: it holds the password (see the short-password test below).
+    expect(configSecrets(config).sort()).toEqual(
+      ['key-123456', 'p%40ss', 'p@ss', 'postgres://u:p%40ss@db:5432/x', 'whsec_new', 'whsec_old'].sort(),
+    );
+  });
+
+  it('lists a password given in the URL query, which pg takes over the one before the @, and sslpassword', () => {
+    const url =
+      'postgres://u@db:5432/x?sslmode=require&password=hunter22secret&sslpassword=k3y%26pass+phrase';
+    const config = parseConfig({ DATABASE_URL: url });
+    const secrets = configSecrets(config);
+    expect(secrets).toEqual(
+      expect.arrayContaining([url, 'hunter22secret', 'k3y&pass phrase', 'k3y%26pass+phrase']),
+    );
+    const scrubber = new SecretScrubber(secrets);
+    const line = scrubber.scrub('conn: password=hunter22secret sslpassword=k3y&pass phrase');
+    expect(line).not.toContain('hunter22');
+    expect(line).not.toContain('k3y');
+    // A LISTEN URL of its own, too.
+    const listen = 'postgres://u@db:5432/x?password=listen-only-pw';
+    expect(configSecrets(parseConfig({ DATABASE_LISTEN_URL: listen }))).toEqual(
+      expect.arrayContaining([listen, 'listen-only-pw']),
+    );
+    // A URL with no secret in it lists nothing.
+    expect(configSecrets(parseConfig({ DATABASE_URL: 'postgres://u@db:5432/x?sslmode=require' }))).toEqual(
+      [],
+    );
+  });
+
+  it('accepts a database password too short to scrub alone, and hides the URL that holds it whole', () => {
+    // Refusing it would stop deployments that work today; the URL is what an error would echo.
+    const url = 'postgres://u:pw1@db:5432/x';
+    const config = parseConfig({ DATABASE_URL: url });
+    expect(config.db.url).toBe(url);
+    const scrubber = new SecretScrubber(configSecrets(config));
+    expect(scrubber.scrub(`could not reach ${url}: refused`)).toBe('could not reach [REDACTED]: refused');
+  });
+
+  it('refuses an API key or webhook secret shorter than the log scrubber hides, saying why', () => {
+    // The number the scrubber goes by: it hides a secret of this length, not one shorter.
+    const exact = 'x'.repeat(MIN_SECRET_LENGTH);
+    expect(new SecretScrubber([exact]).scrub(`a ${exact} b`)).toBe('a [REDACTED] b');
+    const shorter = 'y'.repeat(MIN_SECRET_LENGTH - 1);
+    expect(new SecretScrubber([shorter]).scrub(`a ${shorter} b`)).toBe(`a ${shorter} b`);
+
+    expect(parseConfig({ REVIEWS_API_KEY: 'k-1234' }).api.key).toBe('k-1234');
+    expect(() => parseConfig({ REVIEWS_API_KEY: 'k3y45' })).toThrow(
+      new ConfigError(
+        'invalid configuration: REVIEWS_API_KEY must be at least 6 characters long: a shorter value cannot be told from ordinary text, so it would not be hidden in logs',
+      ),
+    );
+    expect(parseConfig({ WEBHOOK_SECRETS: 'whsec1' }).webhook.secrets).toEqual(['whsec1']);
+    expect(() => parseConfig({ WEBHOOK_SECRETS: 'whsec_long_enough, whsec' })).toThrow(
+      new ConfigError(
+        'invalid configuration: WEBHOOK_SECRETS must hold secrets of at least 6 characters (secret 2 of 2 is shorter): a shorter value cannot be told from ordinary text, so it would not be hidden in logs',
+      ),
+    );
+  });
+
+  it('takes WEBHOOK_SECRETS separated by commas or line breaks, and refuses a control character inside one', () => {
+    expect(parseConfig({ WEBHOOK_SECRETS: 'whsec_old\nwhsec_new\n' }).webhook.secrets).toEqual([
+      'whsec_old',
+      'whsec_new',
+    ]);
+    expect(parseConfig({ WEBHOOK_SECRETS: 'whsec_a,\r\nwhsec_b\r\n\r\nwhsec_c, ' }).webhook.secrets).toEqual([
+      'whsec_a',
+      'whsec_b',
+      'whsec_c',
+    ]);
+    for (const value of ['whsec_old,whsec\tnew', 'whsec_old\nwhsec\u0000new', 'whsec_old,whsec\u007fnew']) {
+      let message = '';
+      try {
+        parseConfig({ WEBHOOK_SECRETS: value });
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      expect(message, JSON.stringify(value)).toMatch(
+        /^invalid configuration: WEBHOOK_SECRETS must not hold a control character such as a tab inside a secret \(secret 2 of 2 does\): secrets are separated by commas or line breaks/,
+      );
+      expect(message).not.toContain('whsec');
+      expect(message).not.toContain('\n');
+    }
+    // Set, but no secret in it: a mistake, not "none".
+    expect(() => parseConfig({ WEBHOOK_SECRETS: ' ,\n, ' })).toThrow(
+      /^invalid configuration: WEBHOOK_SECRETS must list at least one secret/,
+    );
+    expect(parseConfig({ WEBHOOK_SECRETS: '' }).webhook.secrets).toEqual([]);
+  });
+
+  it('bounds every retention in days by a century, so the prune cutoff stays a valid timestamp', () => {
+    const retentions = Object.keys(envSchema.shape).filter((name) => name.endsWith('_DAYS'));
+    expect(retentions.sort()).toEqual([
+      'CONTACTS_LOG_RETENTION_DAYS',
+      'EVENTS_KEY_RETENTION_DAYS',
+      'EVENTS_RETENTION_DAYS',
+      'SYNC_RUNS_RETENTION_DAYS',
+    ]);
+    for (const name of retentions) {
+      for (const value of [String(MAX_RETENTION_DAYS + 1), '99999999']) {
+        expect(() => parseConfig({ [name]: value }), `${name}=${value}`).toThrow(
+          new ConfigError(
+            `invalid configuration: ${name} must be at most 36500 (100 years; to keep rows for good, set that)`,
+          ),
+        );
+      }
+      expect(() => parseConfig({ [name]: '0' }), name).toThrow(new RegExp(`${name} must be > 0`));
+      expect(() => parseConfig({ [name]: MAX_RETENTION_DAYS.toString() }), name).not.toThrow();
+    }
+    const config = parseConfig({
+      SYNC_RUNS_RETENTION_DAYS: '36500',
+      CONTACTS_LOG_RETENTION_DAYS: '36500',
+      EVENTS_RETENTION_DAYS: '36500',
+      EVENTS_KEY_RETENTION_DAYS: '36500',
+    });
+    expect([
+      config.jobs.runRetentionDays,
+      config.contacts.logRetentionDays,
+      config.events.retentionDays,
+      config.events.keyRetentionDays,
+    ]).toEqual([36_500, 36_500, 36_500, 36_500]);
+  });
+
+  it('refuses an outbox poll interval short enough to read it in a busy loop', () => {
+    for (const value of ['0', '0.05', '-1']) {
+      expect(() => parseConfig({ EVENTS_POLL_SECONDS: value }), value).toThrow(
+        new ConfigError(
+          'invalid configuration: EVENTS_POLL_SECONDS must be at least 0.1: the outbox is read again after this long, so less reads it in a busy loop',
+        ),
+      );
+    }
+    expect(parseConfig({ EVENTS_POLL_SECONDS: '0.1' }).events.pollMs).toBe(100);
+    expect(parseConfig({}).events.pollMs).toBe(5_000);
+  });
+});
+
+describe('the longest retention in SQL', () => {
+  it('computes its prune cutoff on the database, where 99999999 days did not', async () => {
+    const db = await freshDb({ migrate: false });
+    try {
+      const cutoff = 'select now() - make_interval(days => ?) as cutoff';
+      const { rows } = (await db.knex.raw(cutoff, [MAX_RETENTION_DAYS])) as {
+        rows: Array<{ cutoff: unknown }>;
+      };
+      expect(rows).toHaveLength(1);
+      await expect(db.knex.raw(cutoff, [99_999_999])).rejects.toThrow(/out of range/);
+    } finally {
+      await db.close();
+    }
   });
 });
 
@@ -192,6 +362,34 @@ describe('loadConfig', () => {
     // A value of blanks, left in an env file, is unset too: not port 0.
     expect(config.http.port).toBe(8080);
     expect(config.admin.port).toBe(9464);
+  });
+
+  it.each(['REVIEWS_API_KEY', 'WEBHOOK_SECRETS', 'DATABASE_URL', 'DATABASE_LISTEN_URL'])(
+    'refuses an empty or blank %s_FILE, naming the variable and the file, instead of leaving it unset',
+    (name) => {
+      const dir = mkdtempSync(join(tmpdir(), 'rm-config-'));
+      for (const [file, content] of [
+        ['empty', ''],
+        ['blank', ' \n\t\r\n'],
+      ]) {
+        const path = join(dir, file!);
+        writeFileSync(path, content!);
+        expect(() => loadConfig({ [`${name}_FILE`]: path })).toThrow(
+          new ConfigError(
+            `invalid configuration: ${name}_FILE names an empty file: ${path} (write ${name} in it, or unset ${name}_FILE)`,
+          ),
+        );
+      }
+    },
+  );
+
+  it('reads a WEBHOOK_SECRETS_FILE of one secret per line as a list', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rm-config-'));
+    writeFileSync(join(dir, 'secrets'), 'whsec_old_secret\nwhsec_new_secret\n');
+    expect(loadConfig({ WEBHOOK_SECRETS_FILE: join(dir, 'secrets') }).webhook.secrets).toEqual([
+      'whsec_old_secret',
+      'whsec_new_secret',
+    ]);
   });
 
   it('refuses a secret given both ways, and an unreadable secret file', () => {
@@ -229,6 +427,21 @@ describe('the CLI on bad configuration', () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(new RegExp(`^review-mirror: invalid configuration: ${variable} `));
     expect(result.stderr).not.toContain('s3cret');
+    expect(result.stdout).toBe('');
+  });
+
+  it('exits 2 with one line when DATABASE_URL_FILE names an empty file, not running on the embedded database', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rm-config-'));
+    const empty = join(dir, 'database_url');
+    writeFileSync(empty, '\n');
+    const result = await runCli(
+      ['status'],
+      cliEnv({ DATABASE_URL_FILE: empty, DATA_DIR: join(dir, 'data') }),
+    );
+    expect(result.code).toBe(2);
+    expect(result.stderr.trim().split('\n')).toEqual([
+      `review-mirror: invalid configuration: DATABASE_URL_FILE names an empty file: ${empty} (write DATABASE_URL in it, or unset DATABASE_URL_FILE)`,
+    ]);
     expect(result.stdout).toBe('');
   });
 

@@ -29,6 +29,18 @@ describe('splitPassword', () => {
       password: 'secret',
     });
   });
+
+  it('takes a password given as a query parameter out too, which pg prefers', () => {
+    expect(splitPassword('postgres://u:old@db/x?sslmode=require&password=n%26w&application_name=a')).toEqual({
+      url: 'postgres://u@db/x?sslmode=require&application_name=a',
+      password: 'n&w',
+    });
+    expect(splitPassword('postgres://u@db/x?password=only')).toEqual({
+      url: 'postgres://u@db/x',
+      password: 'only',
+    });
+    expect(splitPassword('postgres://u:%zz@db/x')).toEqual({ url: 'postgres://u@db/x', password: '%zz' });
+  });
 });
 
 describe('review-mirror sql on DATABASE_URL', () => {
