@@ -1,6 +1,6 @@
 import { createReadStream } from 'node:fs';
 import { extname } from 'node:path';
-import { Readable, Transform } from 'node:stream';
+import { pipeline, Readable, Transform } from 'node:stream';
 import { type CsvError, parse } from 'csv-parse';
 import { MAX_JSON_DEPTH, TOO_DEEP, unstorableReason } from '../db/storableText.js';
 import { FatalError } from '../errors.js';
@@ -44,6 +44,14 @@ export interface ReadOptions {
    * object may leave out what it has no value for, so it is not checked.)
    */
   readonly requiredColumns?: ReadonlyMap<string, string> | undefined;
+  /**
+   * Sets of columns a CSV header must have at least one of, each with what it is for (an event's
+   * recipient: `email` or `contact_id`): with none, every row would be rejected alike, so the
+   * file is refused as a whole, as for a required column.
+   */
+  readonly requiredOneOf?:
+    | ReadonlyArray<{ readonly columns: readonly string[]; readonly for: string }>
+    | undefined;
   /**
    * The columns (JSON Lines keys) whose values are used: a record holds only these, and only these
    * are checked, so a column never sent (a free-text `notes`) cannot reject a row. Every column
@@ -172,9 +180,10 @@ export async function* readRecords(
   const encoding = options.encoding ?? 'utf-8';
   const bytes = typeof source === 'string' ? createReadStream(source) : source;
   const text = bytes.pipe(decode(encoding));
-  // An error of the file (EACCES, EISDIR) fails the read: pipe alone left it an unhandled 'error'
-  // event, and the read waiting for ever. (Not pipeline: it fails the text at an early stop too.)
-  bytes.once('error', (error: Error) => text.destroy(error));
+  // An error of the file (EACCES, EISDIR, an EIO partway) fails the read: pipe alone left it an
+  // unhandled 'error' event, and the read waiting for ever. (Not pipeline: it fails the text at an
+  // early stop too.) `on`, not `once`: a second error of the source must not end the process.
+  bytes.on('error', (error: Error) => text.destroy(error));
   const read = (column: string) => options.columnsRead?.has(column) ?? true;
   let empty = true;
   bytes.once('data', () => {
@@ -182,12 +191,14 @@ export async function* readRecords(
   });
   try {
     if (format === 'jsonl') yield* readJsonLines(text, encoding, read);
-    else yield* readCsv(text, encoding, read, options.delimiter, options.requiredColumns);
+    else yield* readCsv(text, encoding, read, options.delimiter, options);
     // Read as a file with nothing changed, an export that failed would go unnoticed.
     if (empty) throw new RecordFileError(EMPTY_FILE);
   } finally {
     // Not read to its end (a file fault, a consumer that stopped): the file is closed now, not
-    // when the stream is collected. (pipe does not end its source on the other's error.)
+    // when the stream is collected, and the text is ended with it, so nothing waits on it. (pipe
+    // does not end its source on the other's error.)
+    text.destroy();
     bytes.destroy();
   }
 }
@@ -348,7 +359,7 @@ async function* readCsv(
   encoding: Encoding,
   read: (column: string) => boolean,
   delimiter: string | undefined,
-  requiredColumns: ReadonlyMap<string, string> | undefined,
+  required: Pick<ReadOptions, 'requiredColumns' | 'requiredOneOf'>,
 ): AsyncGenerator<ReadItem> {
   // The file's lines as they are (csv-parse counts a CRLF inside a quoted field as two).
   const lines = new LineCounter();
@@ -409,7 +420,11 @@ async function* readCsv(
       }
     })(),
   );
-  const parser = replay.pipe(csv);
+  // pipeline, not pipe: an error of the text (the file failing partway, EIO or ESTALE) fails the
+  // parser, whose reader below rejects with it, where pipe left it an 'error' event nobody
+  // listens to, which ends the process. Whatever ends the pipeline reaches the reader through
+  // the parser: the callback has nothing to add (an early stop is a premature close).
+  const parser = pipeline(replay, csv, () => {});
   const skipped: CsvError[] = [];
   parser.on('skip', (error: CsvError) => skipped.push(error));
   let header: string[] | undefined;
@@ -454,7 +469,7 @@ async function* readCsv(
     lastLine = line + breaks.real;
     if (header === undefined) {
       header = item.record.map((h) => h.trim());
-      checkHeader(header, requiredColumns ?? new Map());
+      checkHeader(header, required.requiredColumns ?? new Map(), required.requiredOneOf ?? []);
       continue;
     }
     if (item.record.length !== header.length) {
@@ -539,7 +554,11 @@ class LineCounter {
  * would read every row wrong (a renamed `CRM ID` column: every contact sent without its
  * external_id): the file is refused as a whole.
  */
-function checkHeader(header: readonly string[], required: ReadonlyMap<string, string>): void {
+function checkHeader(
+  header: readonly string[],
+  required: ReadonlyMap<string, string>,
+  oneOf: NonNullable<ReadOptions['requiredOneOf']>,
+): void {
   const seen = new Map<string, number>();
   header.forEach((name, i) => {
     if (name === '') return;
@@ -551,11 +570,17 @@ function checkHeader(header: readonly string[], required: ReadonlyMap<string, st
     }
     seen.set(name, i);
   });
-  for (const [name, namedBy] of required) {
-    if (!seen.has(name)) {
-      throw new RecordFileError(
-        `the header has no column "${name}" (${namedBy}); its columns: ${header.map((h) => `"${h}"`).join(', ')}`,
-      );
+  const columns = header.map((h) => `"${h}"`).join(', ');
+  const missing = [...required].filter(([name]) => !seen.has(name));
+  if (missing.length > 0) {
+    const named = missing.map(([name, namedBy]) => `"${name}" (${namedBy})`).join(', ');
+    const noun = missing.length === 1 ? 'column' : 'columns';
+    throw new RecordFileError(`the header has no ${noun} ${named}; its columns: ${columns}`);
+  }
+  for (const set of oneOf) {
+    if (!set.columns.some((name) => seen.has(name))) {
+      const names = set.columns.map((n) => `"${n}"`).join(' or ');
+      throw new RecordFileError(`the header has no column ${names} (${set.for}); its columns: ${columns}`);
     }
   }
 }

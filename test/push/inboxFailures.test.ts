@@ -4,14 +4,19 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ContactMapping, configFileSchema, loadConfigFile } from '../../src/config/configFile.js';
+import {
+  type ContactMapping,
+  configFileSchema,
+  type EventRule,
+  loadConfigFile,
+} from '../../src/config/configFile.js';
 import type { Db } from '../../src/db/connect.js';
 import { runJob } from '../../src/jobs/runner.js';
 import { SecretScrubber } from '../../src/log.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
 import { contactsInboxJob } from '../../src/push/contacts/inbox.js';
 import { freshDb } from '../helpers/db.js';
-import { quietLog } from '../helpers/log.js';
+import { capturedLog, quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { testApi } from '../pull/helpers.js';
 
@@ -38,17 +43,29 @@ describe('the CRM inbox when a push fails', () => {
   });
 
   const job = (
-    over: { api?: PartnerApi; settleMs?: number; mapping?: ContactMapping; ratePerSecond?: number } = {},
+    over: {
+      api?: PartnerApi;
+      settleMs?: number;
+      mapping?: ContactMapping;
+      rules?: readonly EventRule[];
+      ratePerSecond?: number;
+      logRetentionDays?: number;
+      log?: typeof quietLog;
+    } = {},
   ) =>
     contactsInboxJob(
-      { db, api: over.api ?? api, log: quietLog, scrubber: new SecretScrubber() },
+      { db, api: over.api ?? api, log: over.log ?? quietLog, scrubber: new SecretScrubber() },
       {
         dir,
         schedule: 'off',
         settleMs: over.settleMs ?? 0,
         mapping: over.mapping ?? loadConfigFile(undefined).contacts,
-        rules: [],
-        push: { concurrency: 4, ratePerSecond: over.ratePerSecond ?? 1_000, logRetentionDays: 30 },
+        rules: over.rules ?? [],
+        push: {
+          concurrency: 4,
+          ratePerSecond: over.ratePerSecond ?? 1_000,
+          logRetentionDays: over.logRetentionDays ?? 30,
+        },
       },
     );
   // The same job across runs, as in `run`: a file is taken once it has not changed since the last.
@@ -439,5 +456,112 @@ describe('the CRM inbox when a push fails', () => {
     await writeFile(join(dir, 'twice.csv'), 'email,email\na@example.com,b@example.com\n');
     await takeSettled();
     expect(await where('twice.csv')).toBe('failed');
+  });
+
+  const emailsOnPlatform = async (prefix: string) =>
+    (await sandbox.control.truth(sandbox.companyId)).contacts
+      .map((c) => c.email)
+      .filter((e) => e?.startsWith(prefix))
+      .sort();
+
+  it('never parks in failed/ an export it pushed because the housekeeping after the push failed', async () => {
+    await writeFile(
+      join(dir, 'pruned.csv'),
+      'external_id,email\np1,pruned-1@example.com\np2,pruned-2@example.com\n',
+    );
+    // The push log's prune after the push fails with a data error (22008, timestamp out of range):
+    // the database's, not the file's, whose contacts are all on the platform by then. The push's
+    // outcome stands, and the failure is logged.
+    const { log, lines } = capturedLog();
+    const pruneFails = job({ logRetentionDays: 999_999_999, log });
+    expect(await outcomeOf(pruneFails)).toBe('success');
+    expect(await outcomeOf(pruneFails)).toBe('success');
+    expect(await emailsOnPlatform('pruned-')).toEqual(['pruned-1@example.com', 'pruned-2@example.com']);
+    expect(await where('pruned.csv')).toBe('processed');
+    expect(lines).toContainEqual(
+      expect.objectContaining({
+        level: 'error',
+        msg: 'could not prune the contacts push log',
+        err: expect.stringMatching(/timestamp out of range/),
+      }),
+    );
+    expect(lines.filter((line) => line.msg === 'CRM export could not be pushed')).toEqual([]);
+  });
+
+  it('fails the run, leaving the export in processing/, on a TypeError that is no fault of the file', async () => {
+    await writeFile(join(dir, 'typed.csv'), 'external_id,email\nt1,typed-1@example.com\n');
+    // A wiring bug of the program (rules that are no list): a TypeError before a row is read.
+    const miswired = job({ rules: {} as unknown as EventRule[] });
+    expect(await outcomeOf(miswired)).toBe('success');
+    expect(await outcomeOf(miswired)).toBeInstanceOf(TypeError);
+    expect(await where('typed.csv')).toBe('processing');
+    expect(await runInbox()).toBe('success');
+    expect(await where('typed.csv')).toBe('processed');
+    expect(await emailsOnPlatform('typed-')).toEqual(['typed-1@example.com']);
+  });
+
+  it('parks in failed/ an events file without a column every event needs, naming the columns', async () => {
+    await writeFile(join(dir, 'events-renamed.csv'), 'id,email,type\ne1,r1@example.com,matter.closed\n');
+    await writeFile(
+      join(dir, 'events-no-recipient.csv'),
+      'event_id,event_type,phone\ne2,matter.closed,555\n',
+    );
+    const { log, lines } = capturedLog();
+    const logged = job({ log });
+    for (let i = 0; i < 2; i++) expect(await outcomeOf(logged)).toBe('success');
+    expect(await where('events-renamed.csv')).toBe('failed');
+    expect(await where('events-no-recipient.csv')).toBe('failed');
+    expect(lines).toContainEqual(
+      expect.objectContaining({
+        file: 'events-renamed.csv',
+        moved: 'failed',
+        reason:
+          'the header has no columns "event_id" (the key that makes the event sent once), "event_type" (the type of the event); its columns: "id", "email", "type"',
+      }),
+    );
+    expect(lines).toContainEqual(
+      expect.objectContaining({
+        file: 'events-no-recipient.csv',
+        moved: 'failed',
+        reason: `the header has no column "email" or "contact_id" (the event's recipient); its columns: "event_id", "event_type", "phone"`,
+      }),
+    );
+  });
+
+  it('parks in failed/ a file none of whose rows could be taken, events or contacts, and counts it failed', async () => {
+    // JSON Lines are not checked for columns: every line without its event_id is rejected.
+    await writeFile(
+      join(dir, 'events-nokeys.jsonl'),
+      '{"id":"k1","email":"n1@example.com","event_type":"matter.closed"}\n{"id":"k2","email":"n2@example.com","event_type":"matter.closed"}\n',
+    );
+    await writeFile(join(dir, 'rejected-all.csv'), 'external_id,email\nr1,not-an-email\nr2,\n');
+    // One row taken: pushed, its rejected row in the report, as ever.
+    await writeFile(join(dir, 'rejected-one.csv'), 'external_id,email\nr3,rejected-3@example.com\nr4,nope\n');
+    const { log, lines } = capturedLog();
+    const logged = job({ log });
+    expect(await outcomeOf(logged)).toBe('success');
+    const run = await runJob({ db, log: quietLog }, logged, { wait: false });
+    expect(run.outcome).toBe('success');
+    expect(run.counts).toMatchObject({ files_failed: 2, files_processed: 1 });
+    expect(await where('events-nokeys.jsonl')).toBe('failed');
+    expect(await where('events-nokeys.jsonl.rejects.csv')).toBe('failed');
+    expect(await where('rejected-all.csv')).toBe('failed');
+    expect(await where('rejected-one.csv')).toBe('processed');
+    expect(await emailsOnPlatform('rejected-')).toEqual(['rejected-3@example.com']);
+    expect(lines).toContainEqual(
+      expect.objectContaining({
+        level: 'error',
+        msg: 'CRM export could not be pushed',
+        file: 'events-nokeys.jsonl',
+        read: 2,
+        rejected: 2,
+        moved: 'failed',
+        reason:
+          'every one of its 2 rows was rejected, nothing of it was pushed: see its .rejects.csv report for why',
+      }),
+    );
+    expect(lines).toContainEqual(
+      expect.objectContaining({ level: 'error', file: 'rejected-all.csv', moved: 'failed' }),
+    );
   });
 });

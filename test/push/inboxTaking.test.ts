@@ -1,4 +1,4 @@
-import { chmod, mkdir, mkdtemp, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -99,6 +99,22 @@ describe('the CRM inbox taking its files', () => {
     ]);
     const names = (await contacts()).filter((c) => c.email?.startsWith('left-')).map((c) => c.name);
     expect(names.sort()).toEqual(['Newer 0', 'Newer 1', 'Newer 2']);
+  });
+
+  it('passes over a file of processing/ removed by hand during the run, instead of failing the run', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rm-inbox-removed-'));
+    await mkdir(join(dir, 'processing'));
+    // Twenty contacts at ten a second: the next file of processing/ is removed during their push.
+    await writeFile(join(dir, 'processing', 'a-slow.csv'), csv('slow', 20));
+    await writeFile(join(dir, 'processing', 'b-removed.csv'), csv('removed', 2));
+    const job = inboxJob(dir, { ratePerSecond: 10 });
+    const running = runOnce(job);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await rm(join(dir, 'processing', 'b-removed.csv'));
+    expect(await running).toBe('success');
+    expect(await listing(join(dir, 'processed'))).toEqual(['a-slow.csv', 'a-slow.csv.rejects.csv']);
+    expect(await listing(join(dir, 'failed'))).toEqual([]);
+    expect(await emails('removed')).toEqual([]);
   });
 
   it('pushes a file whose name is not valid UTF-8, under its windows-1252 reading', async () => {

@@ -74,6 +74,33 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
     await expect(readWhole()).rejects.toThrow(/EISDIR/);
   });
 
+  it('fails with the error of a file that fails partway (EIO after the header), CSV or JSON Lines, and closes it', async () => {
+    // A network mount failing after the first chunk: an 'error' nobody listened to ended the process.
+    const failingPartway = (first: string) => {
+      let reads = 0;
+      return new Readable({
+        read() {
+          reads++;
+          if (reads === 1) this.push(first);
+          else if (reads === 2) {
+            setTimeout(
+              () => this.destroy(Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' })),
+              20,
+            );
+          }
+        },
+      });
+    };
+    for (const [format, first] of [
+      ['csv', 'email,name\na@example.com,Ann\n'],
+      ['jsonl', '{"email":"a@example.com"}\n'],
+    ] as const) {
+      const source = failingPartway(first);
+      await expect(readAll(source, [], { format })).rejects.toMatchObject({ code: 'EIO' });
+      expect(source.destroyed).toBe(true);
+    }
+  });
+
   it('detects a ; or tab delimiter from the header, and takes one given explicitly', async () => {
     expect(records(await read('semi.csv', 'email;name\nana@example.com;Ana, Maria\n'))[0]!.fields).toEqual({
       email: 'ana@example.com',
@@ -293,6 +320,25 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
     expect(
       records(await read('renamed.jsonl', '{"E-mail":"a@example.com"}\n', { requiredColumns })),
     ).toHaveLength(1);
+  });
+
+  it('refuses a header without any column of a set it needs one of, naming them, and names every missing column', async () => {
+    const requiredOneOf = [{ columns: ['email', 'contact_id'], for: "the event's recipient" }];
+    await expect(read('no-recipient.csv', 'event_id,phone\ne1,555\n', { requiredOneOf })).rejects.toThrow(
+      new RecordFileError(
+        `the header has no column "email" or "contact_id" (the event's recipient); its columns: "event_id", "phone"`,
+      ),
+    );
+    expect(
+      records(await read('recipient.csv', 'event_id,contact_id\ne1,c1\n', { requiredOneOf })),
+    ).toHaveLength(1);
+    const requiredColumns = new Map([
+      ['event_id', 'the key'],
+      ['event_type', 'the type'],
+    ]);
+    await expect(read('no-key.csv', 'email\na@example.com\n', { requiredColumns })).rejects.toThrow(
+      'the header has no columns "event_id" (the key), "event_type" (the type); its columns: "email"',
+    );
   });
 
   it('refuses a header that names a column twice, before any row', async () => {

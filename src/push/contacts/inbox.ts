@@ -44,8 +44,10 @@ class InboxFileError extends FatalError {
 /**
  * Errors JavaScript raises on a value it cannot take (a RangeError from a record): this file would
  * fail the same way every time. The database, the platform and the network fail with their own.
+ * Not TypeError: the records are strings, so one is a bug of the program or its driver (a method
+ * of undefined), which would park every export it met in failed/ instead of failing the run.
  */
-const VALUE_ERRORS = [RangeError, TypeError, SyntaxError, URIError];
+const VALUE_ERRORS = [RangeError, SyntaxError, URIError];
 
 /**
  * The CRM inbox of `run`: exports dropped into a directory are pushed once, then moved with their
@@ -77,6 +79,16 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
     if (now - before.since < options.settleMs) return false;
     seen.delete(key);
     return true;
+  };
+
+  /**
+   * Forgets the files of one directory (`ofDir` tells its keys) that are no longer listed: deleted
+   * or moved away before they settled, they would otherwise be remembered for the life of the
+   * process.
+   */
+  const forgetGone = (listed: readonly string[], ofDir: (key: string) => boolean): void => {
+    const present = new Set(listed);
+    for (const key of seen.keys()) if (ofDir(key) && !present.has(key)) seen.delete(key);
   };
 
   /**
@@ -118,7 +130,12 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
       const pushTaken = (name: string) =>
         pushFile(deps, options, name, { counts, signal, run: run ?? { runId: undefined, fence: NO_FENCE } });
       // Left by a run before this one: first, so no export is pushed after a newer one of its name.
-      for (const entry of await listExports(processing)) {
+      const left = await listExports(processing);
+      forgetGone(
+        left.map((entry) => `${PROCESSING}/${entry.name}`),
+        (key) => key.startsWith(`${PROCESSING}/`),
+      );
+      for (const entry of left) {
         signal?.throwIfAborted();
         if (!isNamed(entry)) {
           // Put there by hand under a name not valid UTF-8: given its reading, as when taken.
@@ -126,10 +143,21 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
           await rename(pathIn(processing, entry), join(processing, entry.name));
         }
         const key = `${PROCESSING}/${entry.name}`;
-        if (seen.has(key) && !settled(key, await stat(join(processing, entry.name)))) continue;
+        // Removed by hand since the listing: nothing to push.
+        const stats = await statIfThere(join(processing, entry.name));
+        if (stats === undefined) {
+          seen.delete(key);
+          continue;
+        }
+        if (seen.has(key) && !settled(key, stats)) continue;
         await pushTaken(entry.name);
       }
-      for (const entry of await listExports(options.dir)) {
+      const dropped = await listExports(options.dir);
+      forgetGone(
+        dropped.map((entry) => entry.key),
+        (key) => !key.startsWith(`${PROCESSING}/`),
+      );
+      for (const entry of dropped) {
         signal?.throwIfAborted();
         if (await take(entry)) await pushTaken(entry.name);
       }
@@ -187,26 +215,41 @@ interface RunOf {
 /**
  * Pushes a file of processing/ and moves it on. A failure not the file's own (the database or the
  * platform unavailable, contacts the platform did not answer, the key refused, the lease lost, a
- * stop) leaves it there and fails the run, so the next run, here or on the replica that took the
- * job over, pushes it again, sending only what was not recorded as sent. A failure of the file
- * itself moves it to failed/ with its reason, and the files after it go on.
+ * stop, anything failing once the file is read and staged) leaves it there and fails the run, so
+ * the next run, here or on the replica that took the job over, pushes it again, sending only what
+ * was not recorded as sent. A failure of the file itself, or a file none of whose rows could be
+ * taken, moves it to failed/ with its reason, and the files after it go on.
  */
 async function pushFile(deps: PushContactsDeps, options: InboxOptions, name: string, at: RunOf) {
   const processing = join(options.dir, PROCESSING);
   const path = join(processing, name);
+  // Whether the push is still reading and staging the file: only a failure then can be the
+  // file's own. One after (sending, recording, the push log's prune) is the database's, the
+  // platform's or the program's, whatever its SQLSTATE: the file is not parked in failed/ for it.
+  const reading = { file: true };
   let destination = 'failed';
   try {
     await refuseUnreadable(path);
     const summary = EVENTS_FILE.test(name)
       ? await enqueueEvents(deps, options, path, at.counts)
-      : await pushExport(deps, options, path, name, at);
-    destination = summary.failed === 0 ? 'processed' : 'failed';
-    deps.log.info({ file: name, ...summary, reportPath: undefined, moved: destination }, summary.message);
+      : await pushExport(deps, options, path, name, at, () => {
+          reading.file = false;
+        });
+    const refused = everyRowRejected(summary);
+    destination = summary.failed === 0 && refused === undefined ? 'processed' : 'failed';
+    if (refused !== undefined) {
+      deps.log.error(
+        { file: name, ...summary, reportPath: undefined, reason: refused, moved: destination },
+        'CRM export could not be pushed',
+      );
+    } else {
+      deps.log.info({ file: name, ...summary, reportPath: undefined, moved: destination }, summary.message);
+    }
     if (summary.read === 0) {
       deps.log.warn({ file: name }, 'CRM export held no records, only its header: nothing to push');
     }
   } catch (error) {
-    if (at.signal?.aborted || !isFileFault(error)) throw error;
+    if (at.signal?.aborted || !reading.file || !isFileFault(error)) throw error;
     deps.log.error(
       { file: name, reason: describeError(error), err: error, moved: destination },
       'CRM export could not be pushed',
@@ -229,8 +272,22 @@ async function refuseUnreadable(path: string): Promise<void> {
 
 interface FileOutcome {
   readonly read: number;
+  /** Rows reported in the file's `.rejects.csv` as invalid (not those a later row replaced). */
+  readonly rejected: number;
+  /** Contacts the platform refused or was given up on: none for an events file, sent later. */
   readonly failed: number;
   readonly message: string;
+}
+
+/**
+ * Why a file with rows none of which could be taken fails, as a file whose header lacks a column
+ * does: such an export did not do its job (a JSON Lines key renamed, a column of bad values), and
+ * in processed/ it would look pushed. Undefined when a row was taken, or there were none.
+ */
+function everyRowRejected(summary: FileOutcome): string | undefined {
+  if (summary.read === 0 || summary.rejected < summary.read) return undefined;
+  const rows = summary.read === 1 ? 'its one row was' : `every one of its ${summary.read} rows was`;
+  return `${rows} rejected, nothing of it was pushed: see its .rejects.csv report for why`;
 }
 
 async function enqueueEvents(
@@ -241,6 +298,7 @@ async function enqueueEvents(
 ): Promise<FileOutcome> {
   const summary = await enqueueEventsFile(deps.db, path, { encoding: options.push.encoding });
   addCount(counts, 'events_enqueued', summary.enqueued);
+  // Its events are sent by the outbox, which retries and records each: none failed here.
   return { ...summary, failed: 0, message: 'events file enqueued' };
 }
 
@@ -250,6 +308,7 @@ async function pushExport(
   path: string,
   name: string,
   at: RunOf,
+  staged: () => void,
 ): Promise<FileOutcome> {
   const summary = await pushContacts(
     deps,
@@ -265,6 +324,7 @@ async function pushExport(
     at.counts,
     at.run,
     at.signal,
+    { update: () => {}, staged },
   );
   if (summary.unavailable > 0) {
     throw new RetryableError(
@@ -275,9 +335,10 @@ async function pushExport(
 }
 
 /**
- * An error of the file itself: unreadable as an export (a header naming a column twice, empty,
- * not readable by this process), holding a value the database refuses, or one JavaScript cannot
- * take. Pushing it again would fail the same way; anything else is retried at the next run.
+ * An error of the file itself, raised while it is read and staged: unreadable as an export (a
+ * header naming a column twice, empty, not readable by this process), holding a value the
+ * database refuses, or one JavaScript cannot take. Pushing it again would fail the same way;
+ * anything else is retried at the next run.
  */
 function isFileFault(error: unknown): boolean {
   return (

@@ -100,6 +100,11 @@ export interface PushSummary {
  */
 export interface PushProgress {
   update(phase: 'reading' | 'sending', done: number, total: number, rows: number): void;
+  /**
+   * The file is read and staged: whatever fails after (sending, recording, housekeeping) is the
+   * database's, the platform's or the program's, never the file's own.
+   */
+  staged?(): void;
 }
 
 const PLAN_BATCH = 1_000;
@@ -173,6 +178,7 @@ export async function pushContacts(
       clearInterval(reading);
       await report.close();
     }
+    progress?.staged?.();
     await analyzeStagedContacts(db.knex, db);
     await sendStaged(deps, pushId, options, summary, pushLog, run.fence, signal, progress);
   } finally {
@@ -182,7 +188,16 @@ export async function pushContacts(
         deps.log.warn({ err: deps.scrubber.scrub(describeError(error)) }, 'could not clear staged contacts'),
     );
   }
-  if (!options.dryRun) await prunePushLog(db.knex, db, options.logRetentionDays);
+  // Housekeeping: a failure leaves old rows for the next push to prune; this push's outcome,
+  // recorded row by row, stands.
+  if (!options.dryRun) {
+    await prunePushLog(db.knex, db, options.logRetentionDays).catch((error: unknown) =>
+      deps.log.error(
+        { err: deps.scrubber.scrub(describeError(error)) },
+        'could not prune the contacts push log',
+      ),
+    );
+  }
   for (const [name, n] of Object.entries({ read: summary.read, ...rowOutcomes(summary) })) {
     addCount(counts, name, n);
   }

@@ -1,7 +1,7 @@
 import type { Db } from '../../db/connect.js';
 import { type Encoding, readRecords } from '../readRecords.js';
 import { RejectReport } from '../rejectReport.js';
-import { eventFromRecord } from './eventInput.js';
+import { EVENT_FILE_COLUMNS, eventFromRecord } from './eventInput.js';
 import { enqueueEvents, type NewEvent } from './outboxSql.js';
 
 const ENQUEUE_BATCH = 500;
@@ -18,7 +18,8 @@ export interface EnqueueFileSummary {
 /**
  * Streams an events file (CSV or JSON Lines, `event_id` the key) into the outbox: each bad row to
  * the report beside it with its line, field and reason, the others enqueued a batch at a time.
- * Within one file the first row of a key is the event (enqueueing is first-wins).
+ * Within one file the first row of a key is the event (enqueueing is first-wins). A CSV header
+ * without a column every row needs (EVENT_FILE_COLUMNS) fails the file as a whole.
  */
 export async function enqueueEventsFile(
   db: Db,
@@ -41,7 +42,7 @@ export async function enqueueEventsFile(
     batch = [];
   };
   try {
-    for await (const item of readRecords(file, { encoding: options.encoding })) {
+    for await (const item of readRecords(file, { encoding: options.encoding, ...EVENT_FILE_COLUMNS })) {
       summary.read++;
       const event = 'error' in item ? item.error : eventFromRecord(item.record);
       if ('line' in event) {

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { unstorableReasonIn } from '../../db/storableText.js';
 import { partnerUuid } from '../../partner-api/uuidText.js';
-import type { FileRecord, RowError } from '../readRecords.js';
+import type { FileRecord, ReadOptions, RowError } from '../readRecords.js';
 import { jsonTextBytes, METADATA_MAX_BYTES, unsendableReason } from './metadataSize.js';
 import type { NewEvent } from './outboxSql.js';
 
@@ -112,6 +112,19 @@ export function toNewEvent(
     source,
   };
 }
+
+/**
+ * The columns an events file's CSV header must have: without one, every row would be rejected
+ * alike (a renamed `event_id` column, a `|`-separated file read as one column), so the file is
+ * refused as a whole, naming what is missing, as a contacts export without a mapped column is.
+ */
+export const EVENT_FILE_COLUMNS = {
+  requiredColumns: new Map([
+    ['event_id', 'the key that makes the event sent once'],
+    ['event_type', 'the type of the event'],
+  ]),
+  requiredOneOf: [{ columns: ['email', 'contact_id'], for: "the event's recipient" }],
+} as const satisfies Pick<ReadOptions, 'requiredColumns' | 'requiredOneOf'>;
 
 /** A row of an events file: `event_id` is its key; other columns by their API names. */
 export function eventFromRecord(record: FileRecord): NewEvent | RowError {
