@@ -93,3 +93,11 @@ export class ApiProtocolError extends FatalError {
     this.route = route;
   }
 }
+
+/**
+ * The event could not be written as JSON (a value JSON has no form for, a string past what the
+ * runtime can build): thrown before any request is made, so the platform cannot have it.
+ */
+export class EventBodyError extends Error {
+  override readonly name = 'EventBodyError';
+}

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EventBodyError } from './errors.js';
 import { answerText, type HttpClient } from './http.js';
 
 /** An event as sent (spec 4.2): to a contact by email or by the platform's contact id. */
@@ -37,13 +38,23 @@ export interface EventsApi {
 
 export function makeEventsApi(http: HttpClient): EventsApi {
   return {
-    send: (event, signal) =>
-      http.request('POST', '/events', {
-        body: Object.fromEntries(Object.entries(event).filter(([, v]) => v !== undefined && v !== null)),
+    send: async (event, signal) => {
+      const body = Object.fromEntries(Object.entries(event).filter(([, v]) => v !== undefined && v !== null));
+      // Written once here as the client will write it: a failure inside the client, with no answer,
+      // would read as a request that may have reached the platform.
+      try {
+        JSON.stringify(body);
+      } catch (cause) {
+        const why = `POST /events not sent: its body cannot be written as JSON (${String(cause)})`;
+        throw new EventBodyError(why, { cause });
+      }
+      return http.request('POST', '/events', {
+        body,
         schema: acceptedSchema,
         refusalInBody: true,
         idempotent: false,
         signal,
-      }),
+      });
+    },
   };
 }

@@ -11,6 +11,7 @@ import { saysRefused } from './refusal.js';
 import { requestSignal } from './requestSignal.js';
 import {
   type FailureReason,
+  failedBeforeSending,
   isRetryableStatus,
   nextRetryDelayMs,
   parseRetryAfter,
@@ -119,9 +120,6 @@ class AttemptFailure extends Error {
 }
 
 const TIMEOUT_ERRORS = ['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'];
-// Errors raised before the request left this machine: safe to retry whatever the method.
-const CONNECT_ERRORS = ['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH'];
-
 /**
  * The scrubber of the platform's answers: the key as sent, URL-encoded, or in any JSON escaping
  * (the text is scrubbed before it is parsed, and encoders differ: PHP writes "/" as "\/", Go "<"
@@ -235,12 +233,9 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       metrics?.apiRequests.inc({ route, status: reason });
       observe(reason);
       const what = timedOut ? 'timed out' : `failed (${code || scrubber.scrub((cause as Error).message)})`;
-      const error = new ApiUnavailableError(`${route} ${what}`, {
-        route,
-        cause,
-        outcomeUnknown: !CONNECT_ERRORS.includes(code),
-      });
-      throw new AttemptFailure(reason, idempotent || CONNECT_ERRORS.includes(code), error);
+      const notSent = failedBeforeSending(cause);
+      const error = new ApiUnavailableError(`${route} ${what}`, { route, cause, outcomeUnknown: !notSent });
+      throw new AttemptFailure(reason, idempotent || notSent, error);
     } finally {
       dispose();
     }

@@ -70,3 +70,34 @@ export function nextRetryDelayMs(
   if (input.elapsedMs + delay > policy.budgetMs) return undefined;
   return delay;
 }
+
+/**
+ * Codes of failures raised before any byte of the request was written, whatever the system call:
+ * undici refusing an argument while it builds the request (a header value such as a key holding a
+ * line break), a connection never made (refused, timed out), a name not resolved.
+ */
+const BEFORE_SENDING_CODES: ReadonlySet<string> = new Set([
+  'UND_ERR_INVALID_ARG',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+/**
+ * The system calls whose failure leaves nothing sent: the name lookup and the TCP connect (host or
+ * network unreachable, refused by a firewall). The same codes on an established connection
+ * (`read`, `write`, or no system call named) may come after the request was written.
+ */
+const BEFORE_SENDING_SYSCALLS: ReadonlySet<string> = new Set(['getaddrinfo', 'connect']);
+
+/**
+ * Whether a request that failed without an answer (`cause`, as the client raised it) failed before
+ * anything of it left this process: safe to send again whatever the method, and the platform
+ * cannot have acted on it. In doubt, no.
+ */
+export function failedBeforeSending(cause: unknown): boolean {
+  if (typeof cause !== 'object' || cause === null) return false;
+  const { code, syscall } = cause as { code?: unknown; syscall?: unknown };
+  if (typeof code === 'string' && BEFORE_SENDING_CODES.has(code)) return true;
+  return typeof syscall === 'string' && BEFORE_SENDING_SYSCALLS.has(syscall);
+}

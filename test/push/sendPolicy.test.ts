@@ -1,10 +1,18 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { ApiAuthError, ApiRequestError, ApiUnavailableError } from '../../src/partner-api/errors.js';
+import {
+  ApiAuthError,
+  ApiRequestError,
+  ApiUnavailableError,
+  EventBodyError,
+} from '../../src/partner-api/errors.js';
+import { makeEventsApi } from '../../src/partner-api/events.js';
+import type { HttpClient } from '../../src/partner-api/http.js';
 import {
   attemptResultOf,
   ClaimDeadlineError,
   decideAfterAttempt,
+  provenNotSent,
   type SendPolicy,
 } from '../../src/push/events/sendPolicy.js';
 
@@ -119,6 +127,79 @@ describe('the events send policy', () => {
     expect(decideAfterAttempt(attemptResultOf(waiting, text), 1, policy, half)).toMatchObject({
       state: 'pending',
       possibleDuplicate: false,
+    });
+  });
+  describe('failures proven to have sent nothing', () => {
+    const route = 'POST /events';
+    const failedWith = (cause: object, over: { status?: number } = {}) =>
+      new ApiUnavailableError(`${route} failed`, { route, cause, outcomeUnknown: true, ...over });
+    const systemError = (code: string, syscall?: string) => Object.assign(new Error(code), { code, syscall });
+
+    it('are what fails before dispatch: a refused argument, a connect or a name lookup, a body never written', () => {
+      for (const error of [
+        failedWith(Object.assign(new Error('invalid x-api-key header'), { code: 'UND_ERR_INVALID_ARG' })),
+        failedWith(Object.assign(new Error('Connect Timeout Error'), { code: 'UND_ERR_CONNECT_TIMEOUT' })),
+        failedWith(systemError('ECONNREFUSED', 'connect')),
+        failedWith(systemError('ENETUNREACH', 'connect')),
+        failedWith(systemError('EACCES', 'connect')),
+        failedWith(systemError('ENOTFOUND', 'getaddrinfo')),
+        failedWith(systemError('EAI_AGAIN', 'getaddrinfo')),
+        new EventBodyError('POST /events not sent'),
+        new ClaimDeadlineError(route, false),
+      ]) {
+        expect(provenNotSent(error)).toBe(true);
+        const result = attemptResultOf(error, text);
+        expect(result.kind).toBe('unavailable');
+        expect(decideAfterAttempt(result, 1, { ...policy, unknownOutcome: 'park' }, half)).toMatchObject({
+          state: 'pending',
+          possibleDuplicate: false,
+        });
+      }
+    });
+
+    it('are never what may have come after the request was written: in doubt, unknown', () => {
+      for (const error of [
+        failedWith(systemError('ECONNRESET', 'read')),
+        failedWith(systemError('EPIPE', 'write')),
+        failedWith(systemError('EHOSTUNREACH')),
+        failedWith(Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' })),
+        failedWith(Object.assign(new Error('Request aborted'), { code: 'UND_ERR_ABORTED' })),
+        failedWith(Object.assign(new Error('Headers Timeout Error'), { code: 'UND_ERR_HEADERS_TIMEOUT' })),
+        // A status came back: an answer, not a failure before dispatch.
+        failedWith(systemError('ECONNREFUSED', 'connect'), { status: 504 }),
+        failedWith(new TypeError('boom')),
+        new ClaimDeadlineError(route),
+        new TypeError('boom'),
+        new RangeError('Invalid string length'),
+      ]) {
+        expect(provenNotSent(error)).toBe(false);
+        expect(attemptResultOf(error, text).kind).toBe('unknown');
+      }
+    });
+
+    it('a body that cannot be written as JSON fails before the client is called', async () => {
+      let requests = 0;
+      const http = {
+        request: async () => {
+          requests++;
+          return { id: '1', status: null };
+        },
+      } as unknown as HttpClient;
+      const events = makeEventsApi(http);
+      const circular: Record<string, unknown> = {};
+      circular.self = circular;
+      for (const metadata of [{ n: 1n }, circular]) {
+        const error = await events
+          .send({ event_type: 'x', email: 'a@example.com', metadata })
+          .catch((e) => e);
+        expect(error).toBeInstanceOf(EventBodyError);
+        expect(attemptResultOf(error, text)).toMatchObject({ kind: 'unavailable' });
+      }
+      expect(requests).toBe(0);
+      await expect(events.send({ event_type: 'x', email: 'a@example.com' })).resolves.toEqual({
+        id: '1',
+        status: null,
+      });
     });
   });
 });

@@ -435,14 +435,15 @@ export class OutboxSender {
     // Not tied to the stop signal: a request cut off mid-flight would have an unknown outcome. Cut
     // off before the claim ends only, where the alternative is two replicas sending it.
     const deadline = new AbortController();
-    const timer = setTimeout(
-      () => deadline.abort(new ClaimDeadlineError('POST /events')),
-      heldUntil - this.options.leaseMs * RECORD_SHARE_OF_LEASE - performance.now(),
-    );
+    const sendableMs = heldUntil - this.options.leaseMs * RECORD_SHARE_OF_LEASE - performance.now();
+    const timer = setTimeout(() => deadline.abort(new ClaimDeadlineError('POST /events')), sendableMs);
     try {
       // A row written with SQL skipped the checks files and the CLI make.
       const unsendable = unsendableReason(event.metadata);
       if (unsendable !== undefined) throw new UnsendableEventError(`not sent: ${unsendable}`);
+      // No time left (the claim's renewal took most of a lease): the timer would cut the request
+      // off as soon as it was made, an unknown outcome. Not made, it is known not to have been sent.
+      if (sendableMs <= 0) throw new ClaimDeadlineError('POST /events', false);
       const answer = await api.events.send(
         {
           email: event.email ?? undefined,

@@ -1,5 +1,10 @@
-import { ApiAuthError, ApiRequestError, ApiUnavailableError } from '../../partner-api/errors.js';
-import { backoffDelayMs } from '../../partner-api/retryPolicy.js';
+import {
+  ApiAuthError,
+  ApiRequestError,
+  ApiUnavailableError,
+  EventBodyError,
+} from '../../partner-api/errors.js';
+import { backoffDelayMs, failedBeforeSending } from '../../partner-api/retryPolicy.js';
 
 /** What to do with a request whose outcome is unknown: send again (and count it), or park it. */
 export const UNKNOWN_OUTCOME_POLICIES = ['retry', 'park'] as const;
@@ -51,9 +56,34 @@ export type OutboxDecision =
  */
 export class ClaimDeadlineError extends Error {
   override readonly name = 'ClaimDeadlineError';
-  constructor(route: string) {
-    super(`${route} was cut off before this replica's claim on the event ran out`);
+  /**
+   * @param started false when the claim had no time left for a request before it was made: the
+   * sender never called the client, so nothing can have reached the platform.
+   */
+  constructor(
+    route: string,
+    readonly started = true,
+  ) {
+    super(
+      started
+        ? `${route} was cut off before this replica's claim on the event ran out`
+        : `${route} was not made: this replica's claim on the event was about to run out`,
+    );
   }
+}
+
+/**
+ * Whether the failure proves the request never left this process, so the platform cannot have
+ * it: the body could not be written (EventBodyError), or the client failed with no answer (no
+ * status) for a cause that comes before anything is sent (failedBeforeSending). Anything else that came without an
+ * answer may have reached the platform: in doubt, not proven.
+ */
+export function provenNotSent(error: unknown): boolean {
+  if (error instanceof EventBodyError) return true;
+  if (error instanceof ClaimDeadlineError) return !error.started;
+  return (
+    error instanceof ApiUnavailableError && error.status === undefined && failedBeforeSending(error.cause)
+  );
 }
 
 /** An event that cannot be sent as it was written (see unsendableReason): refused here, never sent. */
@@ -63,6 +93,11 @@ export class UnsendableEventError extends Error {
 
 /** Classifies what the API client threw. `describe` turns an error into its scrubbed text. */
 export function attemptResultOf(error: unknown, describe: (e: unknown) => string): AttemptResult {
+  // Failed before anything left this process (see provenNotSent): sent again later, as the
+  // platform cannot have it, never parked nor counted as a possible duplicate.
+  if (provenNotSent(error)) {
+    return { kind: 'unavailable', error: `${describe(error)}: not sent (failed before the request left)` };
+  }
   // The client throws the abort's reason itself when the request was in flight...
   if (error instanceof ClaimDeadlineError) {
     return { kind: 'unknown', error: `${error.message}: it may have reached the platform` };

@@ -1,0 +1,79 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../src/db/connect.js';
+import { SecretScrubber } from '../../src/log.js';
+import type { PartnerApi } from '../../src/partner-api/client.js';
+import { OutboxSender } from '../../src/push/events/outboxSender.js';
+import { enqueueEvents } from '../../src/push/events/outboxSql.js';
+import { freshDb } from '../helpers/db.js';
+import { quietLog } from '../helpers/log.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { testApi } from '../pull/helpers.js';
+import { newEvent } from './helpers.js';
+
+/**
+ * Sends that fail before any byte of the request left this process, over the real client and the
+ * real database: the platform cannot have the event, so it is sent again later, neither parked
+ * (even under the `park` policy) nor counted as a possible duplicate; once the fault is gone it
+ * reaches the platform once.
+ */
+describe('outbox sends that never left the process', () => {
+  let sandbox: TestSandbox;
+  let db: Db;
+  const apis: PartnerApi[] = [];
+  beforeAll(async () => {
+    sandbox = await testSandbox({ seed: 43 });
+    db = await freshDb();
+  });
+  afterAll(async () => {
+    for (const api of apis) await api.close();
+    await db?.close();
+    await sandbox?.close();
+  });
+
+  const sender = (over: { key?: string; url?: string }) => {
+    const api = testApi(
+      { url: over.url ?? sandbox.url, apiKey: over.key ?? sandbox.apiKey },
+      { retry: { maxRetries: 0, budgetMs: 0, baseDelayMs: 5, maxDelayMs: 50 } },
+    );
+    apis.push(api);
+    return new OutboxSender(
+      { db, api, log: quietLog, scrubber: new SecretScrubber() },
+      {
+        worker: 'not-sent',
+        concurrency: 1,
+        ratePerSecond: 100,
+        leaseMs: 30_000,
+        policy: { unknownOutcome: 'park', maxAttempts: 5, baseDelayMs: 1, maxDelayMs: 1 },
+      },
+    );
+  };
+  const row = (key: string) =>
+    db
+      .knex(db.table('events_outbox'))
+      .where({ idempotency_key: key })
+      .first('state', 'possible_duplicate', 'attempts', 'last_error');
+  const received = async (key: string) =>
+    (await sandbox.control.truth(sandbox.companyId)).events.filter((e) => e.metadata?.key === key).length;
+
+  it.each([
+    // undici refuses the header value while it builds the request: nothing is dispatched.
+    ['a header value the client refuses', 'invalid-header', { key: `${'k'.repeat(8)}\nx` }],
+    // connect() itself fails (ENETUNREACH, or EACCES, by the host's routing): no connection, no byte.
+    ['a connection that could not be made', 'no-route', { url: 'http://255.255.255.255:80' }],
+  ] as const)(
+    '%s: pending again, not parked nor a possible duplicate, then sent once',
+    async (_, key, fault) => {
+      await enqueueEvents(db.knex, db, [newEvent(key)]);
+      const failed = await sender(fault).drain();
+      expect(failed).toMatchObject({ retried: 1, parked: 0, possibleDuplicates: 0 });
+      expect(await row(key)).toMatchObject({ state: 'pending', possible_duplicate: false, attempts: 1 });
+      expect((await row(key))?.last_error).toContain('not sent');
+      expect(await received(key)).toBe(0);
+
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(await sender({}).drain()).toMatchObject({ sent: 1, parked: 0, possibleDuplicates: 0 });
+      expect(await row(key)).toMatchObject({ state: 'sent', possible_duplicate: false });
+      expect(await received(key)).toBe(1);
+    },
+  );
+});
