@@ -34,6 +34,11 @@ export interface DbOptions {
   /** Directory of the embedded database; `undefined` with no url means in-memory (tests). */
   dataDir: string | undefined;
   /**
+   * In memory only: the database starts as this dump of a data directory (PGlite's
+   * `dumpDataDir`) instead of a new one, which takes initdb's seconds (tests open hundreds).
+   */
+  embeddedImage?: Blob;
+  /**
    * Longest a statement may run on the server; 0 disables it. The client waits for an answer at
    * most this long plus a margin, whatever the server does.
    */
@@ -161,13 +166,17 @@ export async function openDb(options: DbOptions): Promise<Db> {
   }
 
   let releaseLock: (() => Promise<void>) | undefined;
-  let connection: Record<string, string> = {};
+  let connection: Record<string, unknown> = {};
   if (options.dataDir !== undefined) {
     const dir = resolve(options.dataDir);
     releaseLock = await lockDataDir(dir, {
       onCompromised: (e) => options.log?.error({ err: e }, 'embedded database lock lost'),
     });
     connection = { filename: resolve(dir, 'pgdata') };
+  } else if (options.embeddedImage !== undefined) {
+    // knex-pglite takes an instance of ours as `pglite`.
+    const { PGlite } = await import('@electric-sql/pglite');
+    connection = { pglite: new PGlite({ loadDataDir: options.embeddedImage }) };
   }
   // Loaded only here: a process on a PostgreSQL server never parses the embedded database's code.
   const { default: ClientPgLite } = await import('knex-pglite');

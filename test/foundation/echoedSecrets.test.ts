@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cliEnv, runCli } from '../helpers/cli.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { seededDataDir } from '../helpers/embeddedTemplate.js';
 import { type FakePlatform, startFakePlatform } from '../helpers/fakePlatform.js';
 
 const KEY = 'rk_live_echoed_7f3a9c';
@@ -23,6 +24,7 @@ describe('a platform that echoes the API key', () => {
         : { status: 404, body: { error: 'not found' } },
     );
     dataDir = await mkdtemp(join(tmpdir(), 'rm-echo-'));
+    if (!TEST_DATABASE_URL) await seededDataDir(dataDir);
   });
   afterAll(async () => {
     await platform?.close();

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cliEnv, freePort } from './cli.js';
 import { TEST_DATABASE_URL, uniqueSchema } from './db.js';
+import { seededDataDir } from './embeddedTemplate.js';
 
 export interface DaemonSetup {
   readonly env: NodeJS.ProcessEnv;
@@ -38,6 +39,7 @@ export async function daemonSetup(
     REVIEWS_API_KEY: sandbox.apiKey,
     ...vars,
   });
+  if (env.DATABASE_URL === undefined) await seededDataDir(dataDir);
   const webhookUrl = `http://127.0.0.1:${httpPort}/webhooks/review-created`;
   return { env, schema, dataDir, httpPort, adminPort, webhookUrl };
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { type Db, openDb } from '../../src/db/connect.js';
 import { migrate } from '../../src/db/migrate.js';
+import { embeddedImage } from './embeddedTemplate.js';
 
 /** The real PostgreSQL server when CI sets it; otherwise tests run on an in-memory embedded database. */
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL || undefined;
@@ -20,7 +21,13 @@ export function uniqueSchema(prefix = 't'): string {
 export async function freshDb(options: { migrate?: boolean; url?: string } = {}): Promise<Db> {
   const schema = uniqueSchema();
   const url = options.url ?? TEST_DATABASE_URL;
-  const db = await openDb({ url, schema, poolMax: 5, dataDir: undefined });
+  const db = await openDb({
+    url,
+    schema,
+    poolMax: 5,
+    dataDir: undefined,
+    embeddedImage: url === undefined ? await embeddedImage() : undefined,
+  });
   if (options.migrate !== false) await migrate(db);
   const close = db.close;
   return {

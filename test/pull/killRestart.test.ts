@@ -6,6 +6,7 @@ import { openDb } from '../../src/db/connect.js';
 import { makeRandom } from '../../src/sandbox/random.js';
 import { CliProcess, cliEnv } from '../helpers/cli.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { seededDataDir } from '../helpers/embeddedTemplate.js';
 import { expectExactMirror } from '../helpers/oracle.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 
@@ -20,6 +21,7 @@ describe('a backfill killed with SIGKILL at random points, then restarted', () =
   beforeAll(async () => {
     sandbox = await testSandbox({ seedReviews: 50_000, seed: 13 });
     dataDir = await mkdtemp(join(tmpdir(), 'review-mirror-kill-'));
+    if (!TEST_DATABASE_URL) await seededDataDir(dataDir);
     // Postgres when the suite has one; otherwise an embedded database in a directory of its own.
     env = cliEnv({
       REVIEWS_API_URL: sandbox.url,

@@ -8,6 +8,7 @@ import { parseEvent } from '../../src/webhooks/event.js';
 import { storeDeliveries } from '../../src/webhooks/inboxSql.js';
 import { CLI, cliEnv, freePort, runCli } from '../helpers/cli.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { seededDataDir } from '../helpers/embeddedTemplate.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { makeReview } from '../webhooks/helpers.js';
 
@@ -26,6 +27,7 @@ describe('operator tools', () => {
   beforeAll(async () => {
     sandbox = await testSandbox();
     dataDir = await mkdtemp(join(tmpdir(), 'rm-ops-'));
+    if (!TEST_DATABASE_URL) await seededDataDir(dataDir);
     env = cliEnv({
       DATABASE_URL: TEST_DATABASE_URL,
       DATA_DIR: dataDir,

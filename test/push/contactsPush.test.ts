@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../src/db/connect.js';
 import { CLI, CliProcess, cliEnv, runCli } from '../helpers/cli.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { seededDataDir } from '../helpers/embeddedTemplate.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -28,6 +29,7 @@ describe('contacts push', () => {
   beforeAll(async () => {
     sandbox = await testSandbox({ seed: 5 });
     dir = await mkdtemp(join(tmpdir(), 'rm-push-'));
+    if (!TEST_DATABASE_URL) await seededDataDir(join(dir, 'data'));
     env = cliEnv({
       REVIEWS_API_URL: sandbox.url,
       REVIEWS_API_KEY: sandbox.apiKey,

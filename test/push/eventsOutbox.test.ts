@@ -7,6 +7,7 @@ import { type Db, openDb } from '../../src/db/connect.js';
 import { CliProcess, cliEnv, runCli, waitForHttp } from '../helpers/cli.js';
 import { daemonSetup } from '../helpers/daemon.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { seededDataDir } from '../helpers/embeddedTemplate.js';
 import { scrapeMetrics } from '../helpers/metrics.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
@@ -117,6 +118,7 @@ describe('the events outbox', () => {
     beforeAll(async () => {
       schemas.push(schema);
       dir = await mkdtemp(join(tmpdir(), 'rm-events-'));
+      if (!TEST_DATABASE_URL) await seededDataDir(join(dir, 'data'));
       env = cliEnv({
         REVIEWS_API_URL: sandbox.url,
         REVIEWS_API_KEY: sandbox.apiKey,

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cliEnv, runCli } from '../helpers/cli.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { seededDataDir } from '../helpers/embeddedTemplate.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 
 /**
@@ -19,6 +20,7 @@ describe('contacts push of real-world exports', () => {
   beforeAll(async () => {
     sandbox = await testSandbox({ seed: 11 });
     dir = await mkdtemp(join(tmpdir(), 'rm-exporters-'));
+    if (!TEST_DATABASE_URL) await seededDataDir(join(dir, 'data'));
     env = cliEnv({
       REVIEWS_API_URL: sandbox.url,
       REVIEWS_API_KEY: sandbox.apiKey,

@@ -10,6 +10,7 @@ import type { PartnerApi } from '../../src/partner-api/client.js';
 import { contactsInboxJob } from '../../src/push/contacts/inbox.js';
 import { cliEnv, runCli } from '../helpers/cli.js';
 import { dropSchema, freshDb, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { seededDataDir } from '../helpers/embeddedTemplate.js';
 import { quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { testApi } from '../pull/helpers.js';
@@ -34,6 +35,7 @@ describe('contacts push of a file it cannot read whole', () => {
   beforeAll(async () => {
     sandbox = await testSandbox({ seed: 7 });
     dir = await mkdtemp(join(tmpdir(), 'rm-faults-'));
+    if (!TEST_DATABASE_URL) await seededDataDir(join(dir, 'data'));
     env = cliEnv({
       REVIEWS_API_URL: sandbox.url,
       REVIEWS_API_KEY: sandbox.apiKey,

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../src/db/connect.js';
 import { cliEnv, runCli } from '../helpers/cli.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { seededDataDir } from '../helpers/embeddedTemplate.js';
 import {
   type FakeAnswer,
   type FakePlatform,
@@ -23,6 +24,7 @@ function cliFixture(answer: (req: FakeRequest) => FakeAnswer): {
   beforeAll(async () => {
     platform = await startFakePlatform(answer);
     fixture.dir = await mkdtemp(join(tmpdir(), 'rm-answers-'));
+    if (!TEST_DATABASE_URL) await seededDataDir(join(fixture.dir, 'data'));
     fixture.env = cliEnv({
       REVIEWS_API_URL: platform.url,
       REVIEWS_API_KEY: 'rm_test_key_123456',

@@ -6,6 +6,7 @@ import { openDb } from '../../src/db/connect.js';
 import type { SandboxControl } from '../../src/sandbox/controlClient.js';
 import { cliEnv, freePort, runCli } from '../helpers/cli.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
+import { seededDataDir } from '../helpers/embeddedTemplate.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -21,6 +22,7 @@ describe('webhooks command', () => {
     sandbox = await testSandbox({ timeScale: 0.001, allowHttpWebhooks: true });
     ({ control } = sandbox);
     dataDir = await mkdtemp(join(tmpdir(), 'rm-whcli-'));
+    if (!TEST_DATABASE_URL) await seededDataDir(dataDir);
     env = cliEnv({
       DATABASE_URL: TEST_DATABASE_URL,
       DATA_DIR: dataDir,
