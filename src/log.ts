@@ -44,7 +44,14 @@ export class SecretScrubber {
   scrub(text: string): string {
     if (this.#values.size === 0) return text;
     this.#patterns ??= anyEscapingOf(this.#values);
-    const { starts, alternatives } = this.#patterns;
+    const { starts, alternatives, shallow, spaced } = this.#patterns;
+    // Most texts (an API page, a log line) hold no backslash escaped again and no percent-encoding
+    // (nor a `+`, where a value has a space): in them a value can only be as it is or JSON-escaped
+    // once, which one regular expression finds some 15 times faster than the matcher of every
+    // form below (17 µs against 300 µs on a page of 100 reviews).
+    if (!text.includes('\\\\') && !text.includes('%') && !(spaced && text.includes('+'))) {
+      return scrubShallow(text, shallow);
+    }
     let out = '';
     let from = 0;
     // A boundary between JSON escapes (or plain characters) at or after `from`: reading on from
@@ -127,7 +134,58 @@ function anyEscapingOf(values: Iterable<string>): Patterns {
   }
   alternatives.sort((a, b) => b.length - a.length || b.depth - a.depth);
   const starts = new Set(alternatives.map((a) => escapes.source(a.form.slice(0, 2), a.depth)));
-  return { starts: new RegExp([...starts].join('|'), 'g'), alternatives };
+  const sorted = [...new Set(values)].sort((a, b) => b.length - a.length);
+  return {
+    starts: new RegExp([...starts].join('|'), 'g'),
+    alternatives,
+    shallow: new RegExp(sorted.map(escapedOnceSource).join('|'), 'g'),
+    spaced: sorted.some((v) => v.includes(' ')),
+  };
+}
+
+/** `SecretScrubber.scrub` where no value can be escaped twice or URL-encoded: see there. */
+function scrubShallow(text: string, pattern: RegExp): string {
+  let out = '';
+  let from = 0;
+  // exec, not matchAll: matchAll copies the pattern at every call, which costs more than the
+  // search on a short text (a log line).
+  pattern.lastIndex = 0;
+  for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
+    // A match right after an escape's backslash (`\nsecret`) takes that backslash along: left
+    // alone, it would escape "[" and break the JSON.
+    const start = escapedAt(text, match.index, from) ? match.index - 1 : match.index;
+    out += `${text.slice(from, start)}${REDACTED}`;
+    from = match.index + match[0].length;
+  }
+  return from === 0 ? text : out + text.slice(from);
+}
+
+/** Whether `text[index]` follows an odd run of backslashes (down to `floor`): an escape's tail. */
+function escapedAt(text: string, index: number, floor: number): boolean {
+  let i = index;
+  while (i > floor && text.charCodeAt(i - 1) === BACKSLASH) i--;
+  return (index - i) % 2 === 1;
+}
+
+/**
+ * A pattern matching `value` as it is or JSON-escaped once: each UTF-16 unit as itself, as
+ * `\uXXXX` in either case, or as its short escape. No `u` flag: units, not code points, which is
+ * what JSON escapes.
+ */
+function escapedOnceSource(value: string): string {
+  let source = '';
+  for (let i = 0; i < value.length; i++) {
+    const unit = value.charCodeAt(i);
+    const hex = unit.toString(16).padStart(4, '0');
+    const anyCase = hex.replace(/[a-f]/g, (d) => `[${d}${d.toUpperCase()}]`);
+    const short = SHORT_ESCAPES[value[i]!];
+    const tail = short === undefined ? '' : `|\\\\${short === '\\' ? '\\\\' : short}`;
+    const escaped = `\\\\u${anyCase}${tail}`;
+    // The unit itself first, the likelier form (twice as fast on a page); but a backslash's
+    // escapes first: taken as itself, it would end a match inside the escape it begins.
+    source += value[i] === '\\' ? `(?:${escaped}|\\u${hex})` : `(?:\\u${hex}|${escaped})`;
+  }
+  return source;
 }
 
 /**
@@ -138,6 +196,10 @@ function anyEscapingOf(values: Iterable<string>): Patterns {
 interface Patterns {
   starts: RegExp;
   alternatives: Alternative[];
+  /** Every value as it is or JSON-escaped once, for the texts that can hold no other form. */
+  shallow: RegExp;
+  /** Whether a value holds a space, which a URL-encoding may write as `+`. */
+  spaced: boolean;
 }
 
 interface Alternative {
