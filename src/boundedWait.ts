@@ -1,3 +1,5 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
 /**
  * `promise`'s value, or `fallback` once `ms` have passed without it: a wait with a bound. The
  * promise is left to settle on its own; a rejection before the bound still rejects.
@@ -28,4 +30,15 @@ export async function untilAborted<T>(promise: Promise<T>, signal: AbortSignal |
   } finally {
     signal.removeEventListener('abort', onAbort!);
   }
+}
+
+/**
+ * Waits `ms`, or throws `signal`'s reason as soon as it aborts: the caller's reason (`interrupted
+ * by SIGTERM`), where timers/promises throws an AbortError of its own that says nothing.
+ */
+export async function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  await sleep(ms, undefined, { signal }).catch((error: unknown) => {
+    signal?.throwIfAborted();
+    throw error;
+  });
 }

@@ -1,6 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
 import { type Migration, migrations } from '../../migrations/index.js';
+import { pause } from '../boundedWait.js';
 import type { Db } from './connect.js';
 
 /** knex's migration source, handing each migration the schema it must create its tables in. */
@@ -89,11 +89,7 @@ async function takeMigrationLock(
     ])) as { rows: Array<{ locked: boolean }> };
     if (rows[0]?.locked === true) return true;
     if (Date.now() >= deadline) return false;
-    // timers/promises rejects with its own AbortError: the caller's reason is what is thrown.
-    await sleep(pauseMs, undefined, { signal }).catch((error: unknown) => {
-      signal?.throwIfAborted();
-      throw error;
-    });
+    await pause(pauseMs, signal);
   }
 }
 

@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { pause } from '../boundedWait.js';
 import type { Db } from '../db/connect.js';
 import type { Queryable } from '../db/queryable.js';
 import type { Logger } from '../log.js';
@@ -106,7 +106,7 @@ export class JobLease {
         );
         told = true;
       }
-      await sleep(options.pollMs ?? 1000, undefined, { signal: options.signal });
+      await pause(options.pollMs ?? 1000, options.signal);
     }
   }
 

@@ -153,6 +153,21 @@ describe('job leases', () => {
     await mine.release();
   });
 
+  it('make the CLI stop queueing with the reason it was told to stop for', async () => {
+    const other = await JobLease.tryAcquire(db, 'j-stopped', { holder: 'daemon-y', seconds: 30 }, quietLog);
+    const stop = new AbortController();
+    const reason = new Error('interrupted by SIGTERM');
+    const queued = JobLease.acquire(db, 'j-stopped', { holder: 'cli', seconds: 30 }, quietLog, {
+      maxWaitMs: 10_000,
+      pollMs: 5_000,
+      signal: stop.signal,
+    }).catch((e: unknown) => e);
+    await sleep(300);
+    stop.abort(reason);
+    expect(await queued).toBe(reason);
+    await other!.release();
+  });
+
   it('show in status which replica runs which job, and until when its lease lasts', async () => {
     let during = '';
     let duringJson: unknown;
