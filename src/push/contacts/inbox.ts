@@ -224,8 +224,8 @@ async function pushFile(deps: PushContactsDeps, options: InboxOptions, name: str
   const processing = join(options.dir, PROCESSING);
   const path = join(processing, name);
   // Whether the push is still reading and staging the file: only a failure then can be the
-  // file's own. One after (sending, recording, the push log's prune) is the database's, the
-  // platform's or the program's, whatever its SQLSTATE: the file is not parked in failed/ for it.
+  // file's own. One after (sending, recording) is the database's, the platform's or the
+  // program's, whatever its SQLSTATE: the file is not parked in failed/ for it.
   const reading = { file: true };
   let destination = 'failed';
   try {
