@@ -68,7 +68,8 @@ describe('the dashboard and alerts on a real Prometheus', () => {
       ],
       { stdio: 'ignore' },
     );
-    await waitForHttp(`${promUrl}/-/ready`, 60_000);
+    // `/-/ready` answers 503 until the storage is open, and so does the query API.
+    await waitFor(async () => (await fetch(`${promUrl}/-/ready`).catch(() => undefined))?.ok, 60_000, 100);
 
     // A review by webhook, so the webhook panels have something to show.
     await waitFor(async () => (await sandbox.control.truth(sandbox.companyId)).webhooks.length > 0, 60_000);
@@ -92,6 +93,10 @@ describe('the dashboard and alerts on a real Prometheus', () => {
 
   async function query(expr: string): Promise<QueryAnswer> {
     const res = await fetch(`${promUrl}/api/v1/query?query=${encodeURIComponent(expr)}`);
+    // Errors of the query itself come as JSON; a server not (or no longer) ready answers text.
+    if (!res.headers.get('content-type')?.includes('json')) {
+      return { status: `HTTP ${res.status}`, error: await res.text() };
+    }
     return (await res.json()) as QueryAnswer;
   }
 
