@@ -1,14 +1,13 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../src/db/connect.js';
-import { CLI, CliProcess, cliEnv, runCli } from '../helpers/cli.js';
+import { CLI, CliProcess, runCli } from '../helpers/cli.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
-import { seededDataDir } from '../helpers/embeddedTemplate.js';
-import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import type { TestSandbox } from '../helpers/sandbox.js';
 import { waitFor } from '../helpers/wait.js';
+import { pushCliSetup } from './helpers.js';
 
 interface Row {
   external_id: string;
@@ -27,18 +26,11 @@ describe('contacts push', () => {
   let env: NodeJS.ProcessEnv;
 
   beforeAll(async () => {
-    sandbox = await testSandbox({ seed: 5 });
-    dir = await mkdtemp(join(tmpdir(), 'rm-push-'));
-    if (!TEST_DATABASE_URL) await seededDataDir(join(dir, 'data'));
-    env = cliEnv({
-      REVIEWS_API_URL: sandbox.url,
-      REVIEWS_API_KEY: sandbox.apiKey,
-      DATABASE_URL: TEST_DATABASE_URL,
-      DB_SCHEMA: schema,
-      DATA_DIR: join(dir, 'data'),
-      API_RETRY_BUDGET_SECONDS: '20',
-      CONTACTS_RATE_PER_SECOND: '1000',
-    });
+    ({ sandbox, dir, env } = await pushCliSetup({
+      seed: 5,
+      schema,
+      env: { API_RETRY_BUDGET_SECONDS: '20' },
+    }));
   });
   afterAll(async () => {
     await sandbox?.close();

@@ -1,11 +1,10 @@
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cliEnv, runCli } from '../helpers/cli.js';
-import { dropSchema, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
-import { seededDataDir } from '../helpers/embeddedTemplate.js';
-import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { runCli } from '../helpers/cli.js';
+import { dropSchema, uniqueSchema } from '../helpers/db.js';
+import type { TestSandbox } from '../helpers/sandbox.js';
+import { pushCliSetup } from './helpers.js';
 
 /**
  * Files as real exporters write them, pushed with the real CLI to the sandbox: each contact must
@@ -18,17 +17,7 @@ describe('contacts push of real-world exports', () => {
   let env: NodeJS.ProcessEnv;
 
   beforeAll(async () => {
-    sandbox = await testSandbox({ seed: 11 });
-    dir = await mkdtemp(join(tmpdir(), 'rm-exporters-'));
-    if (!TEST_DATABASE_URL) await seededDataDir(join(dir, 'data'));
-    env = cliEnv({
-      REVIEWS_API_URL: sandbox.url,
-      REVIEWS_API_KEY: sandbox.apiKey,
-      DATABASE_URL: TEST_DATABASE_URL,
-      DB_SCHEMA: schema,
-      DATA_DIR: join(dir, 'data'),
-      CONTACTS_RATE_PER_SECOND: '1000',
-    });
+    ({ sandbox, dir, env } = await pushCliSetup({ seed: 11, schema }));
   });
   afterAll(async () => {
     await sandbox?.close();

@@ -8,12 +8,12 @@ import { runJob } from '../../src/jobs/runner.js';
 import { SecretScrubber } from '../../src/log.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
 import { contactsInboxJob } from '../../src/push/contacts/inbox.js';
-import { cliEnv, runCli } from '../helpers/cli.js';
-import { dropSchema, freshDb, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
-import { seededDataDir } from '../helpers/embeddedTemplate.js';
+import { runCli } from '../helpers/cli.js';
+import { dropSchema, freshDb, uniqueSchema } from '../helpers/db.js';
 import { quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { testApi } from '../pull/helpers.js';
+import { pushCliSetup } from './helpers.js';
 
 /** A CSV whose third line opens a quoted field of 17 MiB, more than one record may hold, with rows after it. */
 const bigFieldCsv = () =>
@@ -33,18 +33,11 @@ describe('contacts push of a file it cannot read whole', () => {
   let env: NodeJS.ProcessEnv;
 
   beforeAll(async () => {
-    sandbox = await testSandbox({ seed: 7 });
-    dir = await mkdtemp(join(tmpdir(), 'rm-faults-'));
-    if (!TEST_DATABASE_URL) await seededDataDir(join(dir, 'data'));
-    env = cliEnv({
-      REVIEWS_API_URL: sandbox.url,
-      REVIEWS_API_KEY: sandbox.apiKey,
-      DATABASE_URL: TEST_DATABASE_URL,
-      DB_SCHEMA: schema,
-      DATA_DIR: join(dir, 'data'),
-      API_RETRY_BUDGET_SECONDS: '20',
-      CONTACTS_RATE_PER_SECOND: '1000',
-    });
+    ({ sandbox, dir, env } = await pushCliSetup({
+      seed: 7,
+      schema,
+      env: { API_RETRY_BUDGET_SECONDS: '20' },
+    }));
   });
   afterAll(async () => {
     await sandbox?.close();

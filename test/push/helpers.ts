@@ -1,4 +1,11 @@
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { NewEvent } from '../../src/push/events/outboxSql.js';
+import { cliEnv } from '../helpers/cli.js';
+import { TEST_DATABASE_URL } from '../helpers/db.js';
+import { seededDataDir } from '../helpers/embeddedTemplate.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 
 /** An event to enqueue, keyed `key`, to `key@example.com`, carrying its key in its metadata. */
 export const newEvent = (key: string, over: Partial<NewEvent> = {}): NewEvent => ({
@@ -11,3 +18,36 @@ export const newEvent = (key: string, over: Partial<NewEvent> = {}): NewEvent =>
   source: 'cli',
   ...over,
 });
+
+/** What a file of `contacts push` CLI tests runs against: see pushCliSetup. */
+export interface PushCli {
+  sandbox: TestSandbox;
+  /** A temporary directory for the files pushed, and the embedded database's data under `data`. */
+  dir: string;
+  /** The CLI's environment: the sandbox, the mode's database in `schema`, contacts unthrottled. */
+  env: NodeJS.ProcessEnv;
+}
+
+/**
+ * The sandbox, a directory and the environment for running `contacts push` as an operator does,
+ * on the mode's database (seeded from the run's template when embedded). `env` adds or overrides.
+ */
+export async function pushCliSetup(options: {
+  seed: number;
+  schema: string;
+  env?: Record<string, string>;
+}): Promise<PushCli> {
+  const sandbox = await testSandbox({ seed: options.seed });
+  const dir = await mkdtemp(join(tmpdir(), `rm-${options.schema}-`));
+  if (!TEST_DATABASE_URL) await seededDataDir(join(dir, 'data'));
+  const env = cliEnv({
+    REVIEWS_API_URL: sandbox.url,
+    REVIEWS_API_KEY: sandbox.apiKey,
+    DATABASE_URL: TEST_DATABASE_URL,
+    DB_SCHEMA: options.schema,
+    DATA_DIR: join(dir, 'data'),
+    CONTACTS_RATE_PER_SECOND: '1000',
+    ...options.env,
+  });
+  return { sandbox, dir, env };
+}
