@@ -15,6 +15,32 @@ import { waitFor } from '../helpers/wait.js';
 const lockKey = (schema: string) => `review-mirror:migrate:${schema}`;
 
 /**
+ * A session of its own, as another process migrating a schema would be, holding the migration
+ * locks of new schemas; `close` drops every schema it named.
+ */
+class OtherMigrator {
+  readonly client = new pg.Client({ connectionString: POSTGRES_URL });
+  private readonly schemas: string[] = [];
+
+  /** A new schema (named from `prefix`) whose migration lock this session holds. */
+  async lockNew(prefix: string): Promise<string> {
+    const schema = uniqueSchema(prefix);
+    this.schemas.push(schema);
+    await this.client.query('select pg_advisory_lock(hashtextextended($1, 0))', [lockKey(schema)]);
+    return schema;
+  }
+
+  async unlock(schema: string): Promise<void> {
+    await this.client.query('select pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(schema)]);
+  }
+
+  async close(): Promise<void> {
+    await this.client.end();
+    for (const schema of this.schemas) await dropSchema(schema, POSTGRES_URL);
+  }
+}
+
+/**
  * Whether a review-mirror connection opened since `since` has been trying for the migration lock
  * for a second at least: the lock is polled for, so no backend queues on it in pg_locks. Another
  * file's process waits that long only if another process holds its own schema's lock.
@@ -36,31 +62,23 @@ async function waitingForMigrationLock(client: pg.Client, since: Date): Promise<
  * never going on with its work once the lock is free.
  */
 describe('one-shot commands told to stop while another process holds the migration lock', () => {
-  const schemas: string[] = [];
   let dir: string;
-  let other: pg.Client;
+  const other = new OtherMigrator();
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'rm-signals-'));
-    other = new pg.Client({ connectionString: POSTGRES_URL });
-    await other.connect();
+    await other.client.connect();
   });
   afterAll(async () => {
-    await other?.end();
-    for (const schema of schemas) await dropSchema(schema, POSTGRES_URL);
+    await other.close();
     await rm(dir, { recursive: true, force: true });
   });
 
   /** Runs `args` while `other` holds the schema's migration lock; SIGTERM once it waits for it. */
   async function interruptedWhileMigrating(args: string[]) {
-    const schema = uniqueSchema('sig');
-    schemas.push(schema);
-    await other.query('select pg_advisory_lock(hashtextextended($1, 0))', [lockKey(schema)]);
+    const schema = await other.lockNew('sig');
     // Let go after a while whatever happens, so a command that ignores the signal still ends.
-    const letGo = setTimeout(
-      () => void other.query('select pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(schema)]),
-      20_000,
-    );
-    const { rows } = await other.query<{ now: Date }>('select clock_timestamp() as now');
+    const letGo = setTimeout(() => void other.unlock(schema), 20_000);
+    const { rows } = await other.client.query<{ now: Date }>('select clock_timestamp() as now');
     const cli = new CliProcess(
       args,
       cliEnv({
@@ -74,7 +92,7 @@ describe('one-shot commands told to stop while another process holds the migrati
       }),
     );
     try {
-      await waitFor(() => waitingForMigrationLock(other, rows[0]!.now), 20_000);
+      await waitFor(() => waitingForMigrationLock(other.client, rows[0]!.now), 20_000);
       const signalledAt = Date.now();
       cli.kill('SIGTERM');
       const result = await cli.exited;
@@ -82,7 +100,7 @@ describe('one-shot commands told to stop while another process holds the migrati
     } finally {
       clearTimeout(letGo);
       cli.kill('SIGKILL');
-      await other.query('select pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(schema)]);
+      await other.unlock(schema);
     }
   }
 
@@ -119,11 +137,6 @@ describe('one-shot commands told to stop while another process holds the migrati
   }, 90_000);
 });
 
-/**
- * The signal may come before the pool has opened the migration's connection: nothing is then
- * queued on the server to be cut, so the migration must not queue there at all. The command's
- * `db.close()` ends at once, however long another process holds the lock.
- */
 /** How closing `db` ended: 'closed', or 'still open' after 3 s. */
 const closing = (db: Db) =>
   valueWithin(
@@ -132,17 +145,15 @@ const closing = (db: Db) =>
     'still open',
   );
 
+/**
+ * The signal may come before the pool has opened the migration's connection: nothing is then
+ * queued on the server to be cut, so the migration must not queue there at all. The command's
+ * `db.close()` ends at once, however long another process holds the lock.
+ */
 describe('a migration given up before its connection exists', () => {
-  const schemas: string[] = [];
-  let other: pg.Client;
-  beforeAll(async () => {
-    other = new pg.Client({ connectionString: POSTGRES_URL });
-    await other.connect();
-  });
-  afterAll(async () => {
-    await other?.end();
-    for (const schema of schemas) await dropSchema(schema, POSTGRES_URL);
-  });
+  const other = new OtherMigrator();
+  beforeAll(() => other.client.connect());
+  afterAll(() => other.close());
 
   /** Starts the migration on a pool with no connection yet, and aborts it after `delayMs` (at once: `sync`). */
   async function abortedMigration(schema: string, delayMs: number | 'sync') {
@@ -162,9 +173,7 @@ describe('a migration given up before its connection exists', () => {
   }
 
   it('on a server whose lock another process holds: rejects with the reason and closes at once', async () => {
-    const schema = uniqueSchema('early');
-    schemas.push(schema);
-    await other.query('select pg_advisory_lock(hashtextextended($1, 0))', [lockKey(schema)]);
+    const schema = await other.lockNew('early');
     try {
       for (const delayMs of ['sync', 0, 5, 20, 300] as const) {
         const { outcome, reason, closed, tookMs } = await abortedMigration(schema, delayMs);
@@ -173,19 +182,18 @@ describe('a migration given up before its connection exists', () => {
         expect(tookMs).toBeLessThan(3_000);
       }
     } finally {
-      await other.query('select pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(schema)]);
+      await other.unlock(schema);
     }
     // Nothing of the migration was left behind, and nothing of it is still waiting.
-    const { rows } = await other.query('select 1 from information_schema.schemata where schema_name = $1', [
-      schema,
-    ]);
+    const { rows } = await other.client.query(
+      'select 1 from information_schema.schemata where schema_name = $1',
+      [schema],
+    );
     expect(rows).toEqual([]);
   }, 60_000);
 
   it('on a server: waits for the lock as long as it is held, then applies everything', async () => {
-    const schema = uniqueSchema('late');
-    schemas.push(schema);
-    await other.query('select pg_advisory_lock(hashtextextended($1, 0))', [lockKey(schema)]);
+    const schema = await other.lockNew('late');
     const db = await openDb({ url: POSTGRES_URL, schema, poolMax: 4, dataDir: undefined });
     try {
       const controller = new AbortController();
@@ -195,30 +203,29 @@ describe('a migration given up before its connection exists', () => {
       });
       await new Promise((resolve) => setTimeout(resolve, 600));
       expect(done).toBe(false);
-      await other.query('select pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(schema)]);
+      await other.unlock(schema);
       await migration;
       const names = await db.knex(db.table('knex_migrations')).orderBy('id').pluck('name');
       expect(names).toEqual(migrations.map((m) => m.name));
     } finally {
-      await other.query('select pg_advisory_unlock_all()');
+      await other.client.query('select pg_advisory_unlock_all()');
       await db.close();
     }
   }, 30_000);
 
   it('on a server whose lock is never let go: fails after its bound, naming the schema, and rolls back', async () => {
-    const schema = uniqueSchema('held');
-    schemas.push(schema);
-    await other.query('select pg_advisory_lock(hashtextextended($1, 0))', [lockKey(schema)]);
+    const schema = await other.lockNew('held');
     const db = await openDb({ url: POSTGRES_URL, schema, poolMax: 4, dataDir: undefined });
     try {
       const outcome = await migrate(db, { lockWaitMs: 500 }).catch((e: unknown) => e);
       expect(String(outcome)).toContain(`held the migration lock of schema ${schema} for over`);
-      const { rows } = await other.query('select 1 from information_schema.schemata where schema_name = $1', [
-        schema,
-      ]);
+      const { rows } = await other.client.query(
+        'select 1 from information_schema.schemata where schema_name = $1',
+        [schema],
+      );
       expect(rows).toEqual([]);
     } finally {
-      await other.query('select pg_advisory_unlock_all()');
+      await other.client.query('select pg_advisory_unlock_all()');
       expect(await closing(db)).toBe('closed');
     }
   }, 30_000);
