@@ -138,7 +138,7 @@ function anyEscapingOf(values: Iterable<string>): Patterns {
   return {
     starts: new RegExp([...starts].join('|'), 'g'),
     alternatives,
-    shallow: new RegExp(sorted.map(escapedOnceSource).join('|'), 'g'),
+    shallow: new RegExp(sorted.map((v) => escapes.asIsOrOnce(v)).join('|'), 'g'),
     spaced: sorted.some((v) => v.includes(' ')),
   };
 }
@@ -152,40 +152,11 @@ function scrubShallow(text: string, pattern: RegExp): string {
   pattern.lastIndex = 0;
   for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
     // A match right after an escape's backslash (`\nsecret`) takes that backslash along: left
-    // alone, it would escape "[" and break the JSON.
-    const start = escapedAt(text, match.index, from) ? match.index - 1 : match.index;
-    out += `${text.slice(from, start)}${REDACTED}`;
+    // alone, it would escape "[" and break the JSON. (These texts hold no backslash escaped again.)
+    out += `${text.slice(from, match.index - innerEscapeRun(text, match.index, from))}${REDACTED}`;
     from = match.index + match[0].length;
   }
   return from === 0 ? text : out + text.slice(from);
-}
-
-/** Whether `text[index]` follows an odd run of backslashes (down to `floor`): an escape's tail. */
-function escapedAt(text: string, index: number, floor: number): boolean {
-  let i = index;
-  while (i > floor && text.charCodeAt(i - 1) === BACKSLASH) i--;
-  return (index - i) % 2 === 1;
-}
-
-/**
- * A pattern matching `value` as it is or JSON-escaped once: each UTF-16 unit as itself, as
- * `\uXXXX` in either case, or as its short escape. No `u` flag: units, not code points, which is
- * what JSON escapes.
- */
-function escapedOnceSource(value: string): string {
-  let source = '';
-  for (let i = 0; i < value.length; i++) {
-    const unit = value.charCodeAt(i);
-    const hex = unit.toString(16).padStart(4, '0');
-    const anyCase = hex.replace(/[a-f]/g, (d) => `[${d}${d.toUpperCase()}]`);
-    const short = SHORT_ESCAPES[value[i]!];
-    const tail = short === undefined ? '' : `|\\\\${short === '\\' ? '\\\\' : short}`;
-    const escaped = `\\\\u${anyCase}${tail}`;
-    // The unit itself first, the likelier form (twice as fast on a page); but a backslash's
-    // escapes first: taken as itself, it would end a match inside the escape it begins.
-    source += value[i] === '\\' ? `(?:${escaped}|\\u${hex})` : `(?:\\u${hex}|${escaped})`;
-  }
-  return source;
 }
 
 /**
@@ -341,6 +312,25 @@ class JsonEscapes {
     const char = (ways: Form[number]) =>
       ways.length === 1 ? way(ways[0]!) : `(?:${ways.map(way).join('|')})`;
     return form.map(char).join('');
+  }
+
+  /**
+   * A pattern for `value` as it is or JSON-escaped once, unit by unit, for the texts where no
+   * deeper form can be (see `SecretScrubber.scrub`).
+   */
+  asIsOrOnce(value: string): string {
+    let source = '';
+    for (const unit of value.split('')) {
+      const once = this.unit(unit, 1);
+      // Where JSON allows the unit itself, its pattern at depth 1 already begins with it. A
+      // backslash's escapes come before the backslash itself: taken as itself, it would end a
+      // match inside the escape it begins.
+      source +=
+        unit === '"' || unit === '\\' || unit.charCodeAt(0) < 0x20
+          ? `(?:${once}|${this.unit(unit, 0)})`
+          : once;
+    }
+    return source;
   }
 
   unit(unit: string, depth: number): string {
