@@ -49,6 +49,22 @@ const seconds = (fallback: number, max = MAX_SECONDS) =>
   secondsAtMost(max, (n) => n.nonnegative('must be >= 0')).default(fallback);
 
 /**
+ * The shortest timeout on the database or the platform: one a healthy database or platform meets
+ * with room to spare (each variable says why). Less failed every request, commit or statement, or
+ * nearly, while the database or the platform, not the setting, looked at fault.
+ */
+const MIN_TIMEOUT_SECONDS = 1;
+
+/** A timeout: 0 lifts it (`none` says what that leaves), any other is at least MIN_TIMEOUT_SECONDS. */
+const timeoutSeconds = (fallback: number, none: string, why: string, max = MAX_SECONDS) =>
+  secondsAtMost(max, (n) =>
+    n.refine(
+      (v) => v === 0 || v >= MIN_TIMEOUT_SECONDS,
+      `must be 0 (${none}) or at least ${MIN_TIMEOUT_SECONDS}: ${why}`,
+    ),
+  ).default(fallback);
+
+/**
  * The longest retention: a century. Far more leaves PostgreSQL's range in the cutoff each prune
  * computes (`now() - make_interval(days => N)`: "timestamp out of range", then "integer out of
  * range"), failing every run; and no one keeps a row longer than this.
@@ -70,7 +86,16 @@ const retentionDays = (fallback: number) =>
 const TOO_SHORT_TO_SCRUB = `a shorter value cannot be told from ordinary text, so it would not be hidden in logs`;
 
 /** A control character (C0 or DEL): no part of a header value or of a secret anyone types. */
-const hasControlCharacter = (v: string) => [...v].some((c) => c < ' ' || c === '\u007f');
+const isControlCharacter = (c: string) => c < ' ' || c === '\u007f';
+const hasControlCharacter = (v: string) => [...v].some(isControlCharacter);
+
+/**
+ * Beyond Latin-1: no HTTP header value can carry it. undici (lib/core/util.js, isValidHeaderValue,
+ * as Node's http) takes a tab, U+0020–U+007E and U+0080–U+00FF in a header value, written as one
+ * byte each, and refuses any other value before sending it. The rest it refuses, C0 but the tab
+ * and DEL, are control characters, refused apart (the tab too: no key holds one).
+ */
+const isBeyondLatin1 = (c: string) => c.codePointAt(0)! > 0xff;
 
 /**
  * WEBHOOK_SECRETS's secrets: separated by commas (`old,new`, as documented) or line breaks (one
@@ -167,13 +192,23 @@ export const envSchema = z
         return url === undefined || (url.username === '' && url.password === '');
       }, 'must not hold a user name or password: the platform takes REVIEWS_API_KEY, in a header')
       .optional(),
-    // Sent as a header: a control character (a second line in REVIEWS_API_KEY_FILE) failed every
-    // request as a network error, retried, without ever saying the key was at fault.
+    // Sent as a header (x-api-key): a control character (a second line in REVIEWS_API_KEY_FILE)
+    // or one beyond Latin-1 (a typographic quote, a zero-width space pasted with the key) failed
+    // every request as a network error, retried, without ever saying the key was at fault. The
+    // first such character is named by its place, never by itself.
     REVIEWS_API_KEY: optionalText
-      .refine(
-        (v) => v === undefined || !hasControlCharacter(v),
-        'must not hold a control character such as a line break (is REVIEWS_API_KEY_FILE more than one line?)',
-      )
+      .superRefine((v, ctx) => {
+        const characters = [...(v ?? '')];
+        const i = characters.findIndex((c) => isControlCharacter(c) || isBeyondLatin1(c));
+        if (i === -1) return;
+        const which = `character ${i + 1} of ${characters.length}`;
+        ctx.addIssue({
+          code: 'custom',
+          message: isControlCharacter(characters[i]!)
+            ? `must not hold a control character such as a line break (${which} is one; is REVIEWS_API_KEY_FILE more than one line?)`
+            : `must hold only characters an HTTP header can carry (${which} is beyond Latin-1, such as a typographic quote or an invisible space pasted with the key): the key is sent in a header`,
+        });
+      })
       .refine(
         (v) => v === undefined || v.length >= MIN_SECRET_LENGTH,
         `must be at least ${MIN_SECRET_LENGTH} characters long: ${TOO_SHORT_TO_SCRUB}`,
@@ -183,7 +218,16 @@ export const envSchema = z
     DB_SCHEMA: identifier.default('review_mirror'),
     DB_POOL_MAX: positiveInt(10),
     // A day: the client's own bound (this plus a margin) must stay a valid timer too. 0 lifts it.
-    DB_STATEMENT_TIMEOUT_SECONDS: seconds(300, 86_400),
+    // PostgreSQL counts it in whole milliseconds and pg sends it truncated to them: under 1 ms it
+    // went as 0, no limit at all. The floor is a second, not a millisecond: the daemon's statements
+    // take milliseconds, but a healthy server's commits stall for up to ~150 ms behind the WAL's
+    // fsync (docs/benchmarks.md), and migrations, prunes and lock waits take longer still.
+    DB_STATEMENT_TIMEOUT_SECONDS: timeoutSeconds(
+      300,
+      'no limit',
+      'less than a millisecond reaches PostgreSQL as 0, no limit at all, and less than a second would cancel ordinary statements on a healthy database',
+      86_400,
+    ),
     DB_POOLER: z.enum(DB_POOLERS, { error: `must be one of ${DB_POOLERS.join(', ')}` }).default('none'),
     JOB_LEASE_SECONDS: secondsAtMost(MAX_SECONDS, (n) =>
       n.int('must be a whole number').min(3, 'must be at least 3'),
@@ -198,8 +242,22 @@ export const envSchema = z
     // An hour: beyond it no orchestrator waits, and the shutdown deadline adds its closing bound.
     SHUTDOWN_GRACE_SECONDS: seconds(8, 3_600),
 
-    API_CONNECT_TIMEOUT_SECONDS: seconds(5),
-    API_REQUEST_TIMEOUT_SECONDS: seconds(30),
+    // A connection to the platform is a TCP and a TLS handshake, two or three round trips across
+    // the internet (up to some hundreds of ms); less than a second, every one could time out and
+    // every request fail, retried, as if the platform were down. 0: undici's connect has no timeout
+    // of its own (API_REQUEST_TIMEOUT_SECONDS still bounds the request).
+    API_CONNECT_TIMEOUT_SECONDS: timeoutSeconds(
+      5,
+      'none',
+      'a connection to the platform takes two or three round trips, so less could time out every one',
+    ),
+    // A page of up to 100 records, from a platform across the internet: less than a second, every
+    // request could time out, retried until the budget, as if the platform were down.
+    API_REQUEST_TIMEOUT_SECONDS: timeoutSeconds(
+      30,
+      'none',
+      "a request takes round trips to the platform and the platform's own time, so less could time out every one",
+    ),
     API_MAX_RETRIES: decimal('must be a number', (n) =>
       n.int('must be a whole number').min(0, 'must be >= 0'),
     ).default(6),
@@ -283,7 +341,18 @@ export const envSchema = z
       .transform((v) => webhookSecretsOf(v ?? '')),
     WEBHOOK_TOLERANCE_SECONDS: seconds(300),
     WEBHOOK_MAX_BODY_BYTES: positiveInt(1024 * 1024),
-    WEBHOOK_COMMIT_TIMEOUT_SECONDS: secondsAtMost(MAX_SECONDS, (n) => n.positive('must be > 0')).default(5),
+    // A commit takes about 1 ms, but a healthy server's stall for up to ~150 ms behind the WAL's
+    // fsync (docs/benchmarks.md), and the first after an idle spell opens a connection (TCP, TLS,
+    // authentication). Under a second, a healthy database's deliveries could be answered 503, each
+    // time marking the replica not ready until a commit succeeds (Inbox.readinessProblem), and
+    // those signed with a new secret refused before the stored ones are read again (it bounds that
+    // read too).
+    WEBHOOK_COMMIT_TIMEOUT_SECONDS: secondsAtMost(MAX_SECONDS, (n) =>
+      n.min(
+        MIN_TIMEOUT_SECONDS,
+        `must be at least ${MIN_TIMEOUT_SECONDS}: a commit on a healthy database may take some hundreds of milliseconds, so less would answer deliveries 503 and mark the replica not ready`,
+      ),
+    ).default(5),
     WEBHOOK_PUBLIC_URL: z
       .string()
       .trim()

@@ -180,8 +180,45 @@ describe('parseConfig', () => {
       } catch (error) {
         message = (error as Error).message;
       }
-      expect(message).toMatch(/REVIEWS_API_KEY must not hold a control character/);
+      expect(message).toMatch(
+        /^invalid configuration: REVIEWS_API_KEY must not hold a control character such as a line break \(character 12 of \d+ is one; is REVIEWS_API_KEY_FILE more than one line\?\)$/,
+      );
       expect(message).not.toContain('sk_live_abc');
+    }
+  });
+
+  it('refuses an API key holding a character no HTTP header carries, naming its place, never the key', () => {
+    // undici sends a header value of a tab, U+0020-U+007E and U+0080-U+00FF only (as Latin-1
+    // bytes), and refuses any other before sending: every request failed, as a network error.
+    for (const [key, which] of [
+      ['sk_live_\u201cabcdef\u201d', 'character 9 of 16'],
+      ['sk_live_abc\u200bdef', 'character 12 of 15'],
+      ['sk_live_abcdef\u{1f511}', 'character 15 of 15'],
+      ['sk_live_abc\u0100def', 'character 12 of 15'],
+    ] as const) {
+      let message = '';
+      try {
+        parseConfig({ REVIEWS_API_KEY: key });
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        message = (error as Error).message;
+      }
+      expect(message, JSON.stringify(key)).toBe(
+        `invalid configuration: REVIEWS_API_KEY must hold only characters an HTTP header can carry (${which} is beyond Latin-1, such as a typographic quote or an invisible space pasted with the key): the key is sent in a header`,
+      );
+      expect(message).not.toContain('sk_live');
+      expect(message).not.toContain('abc');
+    }
+    // The first bad character is named, whichever kind it is.
+    expect(() => parseConfig({ REVIEWS_API_KEY: 'sk_live_\u2019abc\ndef' })).toThrow(
+      /REVIEWS_API_KEY must hold only characters an HTTP header can carry \(character 9 of 16 /,
+    );
+    expect(() => parseConfig({ REVIEWS_API_KEY: 'sk_live_\u0000abc\u2019def' })).toThrow(
+      /REVIEWS_API_KEY must not hold a control character such as a line break \(character 9 of 16 is one;/,
+    );
+    // Latin-1 is what undici sends: the edge, U+00FF, and the rest of it are taken as they are.
+    for (const key of ['sk_live_abc\u00ffdef', 'sk_live_p\u00e4ss~!', 'sk_live\u00a0abc\u0080']) {
+      expect(parseConfig({ REVIEWS_API_KEY: key }).api.key, JSON.stringify(key)).toBe(key);
     }
   });
 
@@ -324,6 +361,57 @@ describe('parseConfig', () => {
     ]).toEqual([36_500, 36_500, 36_500, 36_500]);
   });
 
+  it('refuses a statement timeout that PostgreSQL would read as no limit, or that would cancel ordinary statements', () => {
+    // pg sends statement_timeout truncated to whole milliseconds: 0.0001 s went as 0, no limit.
+    for (const value of ['0.0001', '0.0009', '0.001', '0.5', '0.999', '-1']) {
+      expect(() => parseConfig({ DB_STATEMENT_TIMEOUT_SECONDS: value }), value).toThrow(
+        new ConfigError(
+          'invalid configuration: DB_STATEMENT_TIMEOUT_SECONDS must be 0 (no limit) or at least 1: less than a millisecond reaches PostgreSQL as 0, no limit at all, and less than a second would cancel ordinary statements on a healthy database',
+        ),
+      );
+    }
+    // 0 keeps its documented meaning; the floor and the ceiling are taken.
+    expect(parseConfig({ DB_STATEMENT_TIMEOUT_SECONDS: '0' }).db.statementTimeoutMs).toBe(0);
+    expect(parseConfig({ DB_STATEMENT_TIMEOUT_SECONDS: '1' }).db.statementTimeoutMs).toBe(1_000);
+    expect(parseConfig({ DB_STATEMENT_TIMEOUT_SECONDS: '1.5' }).db.statementTimeoutMs).toBe(1_500);
+    expect(parseConfig({ DB_STATEMENT_TIMEOUT_SECONDS: '86400' }).db.statementTimeoutMs).toBe(86_400_000);
+  });
+
+  it('refuses a webhook commit timeout so short that a healthy database would miss it', () => {
+    for (const value of ['0', '0.001', '0.5', '0.999']) {
+      expect(() => parseConfig({ WEBHOOK_COMMIT_TIMEOUT_SECONDS: value }), value).toThrow(
+        new ConfigError(
+          'invalid configuration: WEBHOOK_COMMIT_TIMEOUT_SECONDS must be at least 1: a commit on a healthy database may take some hundreds of milliseconds, so less would answer deliveries 503 and mark the replica not ready',
+        ),
+      );
+    }
+    expect(parseConfig({ WEBHOOK_COMMIT_TIMEOUT_SECONDS: '1' }).webhook.commitTimeoutMs).toBe(1_000);
+    expect(parseConfig({}).webhook.commitTimeoutMs).toBe(5_000);
+  });
+
+  it('refuses a platform timeout so short that every request could time out; 0 is none', () => {
+    for (const value of ['0.0001', '0.5', '0.999', '-1']) {
+      expect(() => parseConfig({ API_CONNECT_TIMEOUT_SECONDS: value }), value).toThrow(
+        new ConfigError(
+          'invalid configuration: API_CONNECT_TIMEOUT_SECONDS must be 0 (none) or at least 1: a connection to the platform takes two or three round trips, so less could time out every one',
+        ),
+      );
+      expect(() => parseConfig({ API_REQUEST_TIMEOUT_SECONDS: value }), value).toThrow(
+        new ConfigError(
+          "invalid configuration: API_REQUEST_TIMEOUT_SECONDS must be 0 (none) or at least 1: a request takes round trips to the platform and the platform's own time, so less could time out every one",
+        ),
+      );
+    }
+    for (const [value, ms] of [
+      ['0', 0],
+      ['1', 1_000],
+      ['2.5', 2_500],
+    ] as const) {
+      const { api } = parseConfig({ API_CONNECT_TIMEOUT_SECONDS: value, API_REQUEST_TIMEOUT_SECONDS: value });
+      expect([api.connectTimeoutMs, api.requestTimeoutMs], value).toEqual([ms, ms]);
+    }
+  });
+
   it('refuses an outbox poll interval short enough to read it in a busy loop', () => {
     for (const value of ['0', '0.05', '-1']) {
       expect(() => parseConfig({ EVENTS_POLL_SECONDS: value }), value).toThrow(
@@ -383,6 +471,26 @@ describe('loadConfig', () => {
     },
   );
 
+  it('refuses a REVIEWS_API_KEY_FILE holding a character no HTTP header carries, never showing the key', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rm-config-'));
+    const path = join(dir, 'key');
+    // A byte order mark is trimmed as a blank; a zero-width space is not.
+    writeFileSync(path, '\ufeffsk_file_key\u200b\n');
+    let message = '';
+    try {
+      loadConfig({ REVIEWS_API_KEY_FILE: path });
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(
+      /^invalid configuration: REVIEWS_API_KEY must hold only characters an HTTP header can carry \(character 12 of 12 is beyond Latin-1/,
+    );
+    expect(message).not.toContain('sk_file_key');
+    writeFileSync(path, '\ufeffsk_file_key\n');
+    expect(loadConfig({ REVIEWS_API_KEY_FILE: path }).api.key).toBe('sk_file_key');
+  });
+
   it('reads a WEBHOOK_SECRETS_FILE of one secret per line as a list', () => {
     const dir = mkdtempSync(join(tmpdir(), 'rm-config-'));
     writeFileSync(join(dir, 'secrets'), 'whsec_old_secret\nwhsec_new_secret\n');
@@ -420,6 +528,9 @@ describe('the CLI on bad configuration', () => {
     ['DATABASE_URL', 'postgres://u:s3cretpw@host:notaport/db'],
     ['DATABASE_URL', 'postgres://u:s3cret%zzpw@127.0.0.1/db'],
     ['REVIEWS_API_URL', 'https://platform.example.com/api/v1/partner'],
+    ['REVIEWS_API_KEY', 's3cret_\u201ckey\u201d'],
+    ['DB_STATEMENT_TIMEOUT_SECONDS', '0.0001'],
+    ['WEBHOOK_COMMIT_TIMEOUT_SECONDS', '0.001'],
   ])('exits 2 with one line naming %s', async (variable, value) => {
     const result = await runCli(['status'], cliEnv({ [variable]: value, DATA_DIR: '/nonexistent' }));
     expect(result.code).toBe(2);
