@@ -22,14 +22,15 @@ export class ApiUnavailableError extends RetryableError {
   /**
    * True when the request left this machine and no complete answer came back (a timeout, a lost
    * connection, a body cut short): the platform may have acted on it. False for an answer with an
-   * error status, and for failures before the request was sent.
+   * error status, and for failures before the request was sent. Unsaid, a failure without a
+   * status counts as unknown: the outbox sends an event again only when it is told otherwise.
    */
   readonly outcomeUnknown: boolean;
   constructor(message: string, details: ApiErrorDetails) {
     super(message, { cause: details.cause });
     this.route = details.route;
     this.status = details.status;
-    this.outcomeUnknown = details.outcomeUnknown ?? false;
+    this.outcomeUnknown = details.outcomeUnknown ?? details.status === undefined;
   }
 }
 

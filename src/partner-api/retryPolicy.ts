@@ -72,9 +72,50 @@ export function nextRetryDelayMs(
 }
 
 /**
+ * The platform's certificate refused (self-signed, expired, unknown issuer, another host's name).
+ * Node checks it at the end of a new connection's handshake and destroys the socket before
+ * `secureConnect`; undici writes a request only on a socket past `secureConnect`, and rejects the
+ * request with Node's error itself (the client's cause, not wrapped). Node's verification codes
+ * (OpenSSL's X509_V_ERR_ names, less OUT_OF_MEM, too generic a name to be sure of) and its own for
+ * a host name not in the certificate. Never ERR_SSL_*: OpenSSL's errors on the connection itself
+ * (a bad record, an alert from the platform) may come after the request was written.
+ */
+const CERTIFICATE_REFUSED_CODES = [
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_DECRYPT_CERT_SIGNATURE',
+  'UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY',
+  'UNABLE_TO_GET_CRL',
+  'UNABLE_TO_DECRYPT_CRL_SIGNATURE',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_NOT_YET_VALID',
+  'CERT_HAS_EXPIRED',
+  'ERROR_IN_CERT_NOT_BEFORE_FIELD',
+  'ERROR_IN_CERT_NOT_AFTER_FIELD',
+  'CERT_CHAIN_TOO_LONG',
+  'CERT_REVOKED',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'INVALID_CA',
+  'INVALID_PURPOSE',
+  'PATH_LENGTH_EXCEEDED',
+  'HOSTNAME_MISMATCH',
+  'CRL_SIGNATURE_FAILURE',
+  'CRL_NOT_YET_VALID',
+  'CRL_HAS_EXPIRED',
+  'ERROR_IN_CRL_LAST_UPDATE_FIELD',
+  'ERROR_IN_CRL_NEXT_UPDATE_FIELD',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+];
+
+/**
  * Codes of failures raised before any byte of the request was written, whatever the system call:
  * undici refusing an argument while it builds the request (a header value such as a key holding a
- * line break), a connection never made (refused, timed out), a name not resolved.
+ * line break), a connection never made (refused, timed out, its certificate refused), a name not
+ * resolved.
  */
 const BEFORE_SENDING_CODES: ReadonlySet<string> = new Set([
   'UND_ERR_INVALID_ARG',
@@ -82,6 +123,7 @@ const BEFORE_SENDING_CODES: ReadonlySet<string> = new Set([
   'ECONNREFUSED',
   'ENOTFOUND',
   'EAI_AGAIN',
+  ...CERTIFICATE_REFUSED_CODES,
 ]);
 /**
  * The system calls whose failure leaves nothing sent: the name lookup and the TCP connect (host or

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   backoffDelayMs,
+  failedBeforeSending,
   isRetryableStatus,
   nextRetryDelayMs,
   parseRetryAfter,
@@ -81,5 +82,44 @@ describe('nextRetryDelayMs', () => {
     expect(
       nextRetryDelayMs({ retriesSoFar: 0, elapsedMs: 0, retryAfterMs: 60_000 }, policy, half),
     ).toBeUndefined();
+  });
+});
+
+describe('failedBeforeSending', () => {
+  const withCode = (code: string, syscall?: string) => Object.assign(new Error(code), { code, syscall });
+
+  it("is true for the platform's certificate refused: Node's verification codes, and a host name not in it", () => {
+    for (const code of [
+      'DEPTH_ZERO_SELF_SIGNED_CERT',
+      'SELF_SIGNED_CERT_IN_CHAIN',
+      'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+      'UNABLE_TO_GET_ISSUER_CERT',
+      'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+      'CERT_HAS_EXPIRED',
+      'CERT_NOT_YET_VALID',
+      'CERT_UNTRUSTED',
+      'CERT_REVOKED',
+      'ERR_TLS_CERT_ALTNAME_INVALID',
+    ]) {
+      expect(failedBeforeSending(withCode(code)), code).toBe(true);
+    }
+  });
+
+  it("is false for OpenSSL's errors on the connection, which may come after the request was written", () => {
+    for (const code of [
+      'ERR_SSL_DECRYPTION_FAILED_OR_BAD_RECORD_MAC',
+      'ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE',
+      'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED',
+    ]) {
+      expect(failedBeforeSending(withCode(code)), code).toBe(false);
+    }
+  });
+
+  it('is false for anything in doubt: no code, an unknown one, a code on an established connection', () => {
+    expect(failedBeforeSending(undefined)).toBe(false);
+    expect(failedBeforeSending('CERT_HAS_EXPIRED')).toBe(false);
+    expect(failedBeforeSending(new Error('boom'))).toBe(false);
+    expect(failedBeforeSending(withCode('ECONNRESET', 'read'))).toBe(false);
+    expect(failedBeforeSending(withCode('UND_ERR_SOCKET'))).toBe(false);
   });
 });

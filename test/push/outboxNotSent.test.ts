@@ -1,3 +1,10 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import { SecretScrubber } from '../../src/log.js';
@@ -55,6 +62,23 @@ describe('outbox sends that never left the process', () => {
   const received = async (key: string) =>
     (await sandbox.control.truth(sandbox.companyId)).events.filter((e) => e.metadata?.key === key).length;
 
+  /** One send under `fault`, then one to the sandbox; returns the first send's stored error. */
+  const pendingThenSentOnce = async (key: string, fault: { key?: string; url?: string }) => {
+    await enqueueEvents(db.knex, db, [newEvent(key)]);
+    const failed = await sender(fault).drain();
+    expect(failed).toMatchObject({ retried: 1, parked: 0, possibleDuplicates: 0 });
+    const afterFault = await row(key);
+    expect(afterFault).toMatchObject({ state: 'pending', possible_duplicate: false, attempts: 1 });
+    expect(afterFault?.last_error).toContain('not sent');
+    expect(await received(key)).toBe(0);
+
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await sender({}).drain()).toMatchObject({ sent: 1, parked: 0, possibleDuplicates: 0 });
+    expect(await row(key)).toMatchObject({ state: 'sent', possible_duplicate: false });
+    expect(await received(key)).toBe(1);
+    return afterFault?.last_error as string;
+  };
+
   it.each([
     // undici refuses the header value while it builds the request: nothing is dispatched.
     ['a header value the client refuses', 'invalid-header', { key: `${'k'.repeat(8)}\nx` }],
@@ -63,17 +87,60 @@ describe('outbox sends that never left the process', () => {
   ] as const)(
     '%s: pending again, not parked nor a possible duplicate, then sent once',
     async (_, key, fault) => {
-      await enqueueEvents(db.knex, db, [newEvent(key)]);
-      const failed = await sender(fault).drain();
-      expect(failed).toMatchObject({ retried: 1, parked: 0, possibleDuplicates: 0 });
-      expect(await row(key)).toMatchObject({ state: 'pending', possible_duplicate: false, attempts: 1 });
-      expect((await row(key))?.last_error).toContain('not sent');
-      expect(await received(key)).toBe(0);
-
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      expect(await sender({}).drain()).toMatchObject({ sent: 1, parked: 0, possibleDuplicates: 0 });
-      expect(await row(key)).toMatchObject({ state: 'sent', possible_duplicate: false });
-      expect(await received(key)).toBe(1);
+      await pendingThenSentOnce(key, fault);
     },
   );
+
+  it('a certificate the client refuses: pending again, not parked nor a possible duplicate, then sent once', async () => {
+    // The handshake is where the certificate is refused: it reached the server, no request did.
+    const platform = await selfSignedServer();
+    try {
+      const error = await pendingThenSentOnce('self-signed', { url: platform.url });
+      expect(error).toContain('DEPTH_ZERO_SELF_SIGNED_CERT');
+      expect(platform.handshakesRefused()).toBeGreaterThan(0);
+      expect(platform.requests()).toBe(0);
+    } finally {
+      await platform.close();
+    }
+  });
 });
+
+/**
+ * An HTTPS server on loopback with a certificate of its own making, which no client trusts: every
+ * connection to it fails its verification. It answers any request it gets as the platform would
+ * accept an event, so a request that did get through would count as sent.
+ */
+async function selfSignedServer(): Promise<{
+  url: string;
+  requests: () => number;
+  handshakesRefused: () => number;
+  close: () => Promise<void>;
+}> {
+  const dir = await mkdtemp(join(tmpdir(), 'rm-self-signed-'));
+  const keyFile = join(dir, 'key.pem');
+  const certFile = join(dir, 'cert.pem');
+  const args = 'req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -days 1'.split(' ');
+  await promisify(execFile)('openssl', [...args, '-keyout', keyFile, '-out', certFile]);
+  let requests = 0;
+  let handshakesRefused = 0;
+  const server: Server = createServer(
+    { key: await readFile(keyFile), cert: await readFile(certFile) },
+    (_req, res) => {
+      requests++;
+      res.writeHead(201, { 'content-type': 'application/json' }).end('{"id":"evt_1","status":"queued"}');
+    },
+  );
+  server.on('tlsClientError', () => handshakesRefused++);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `https://127.0.0.1:${port}`,
+    requests: () => requests,
+    handshakesRefused: () => handshakesRefused,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}

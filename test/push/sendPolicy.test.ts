@@ -8,6 +8,7 @@ import {
 } from '../../src/partner-api/errors.js';
 import { makeEventsApi } from '../../src/partner-api/events.js';
 import type { HttpClient } from '../../src/partner-api/http.js';
+import { failedBeforeSending } from '../../src/partner-api/retryPolicy.js';
 import {
   attemptResultOf,
   ClaimDeadlineError,
@@ -131,9 +132,17 @@ describe('the events send policy', () => {
   });
   describe('failures proven to have sent nothing', () => {
     const route = 'POST /events';
+    // As the client builds it from what undici threw (src/partner-api/http.ts).
     const failedWith = (cause: object, over: { status?: number } = {}) =>
-      new ApiUnavailableError(`${route} failed`, { route, cause, outcomeUnknown: true, ...over });
+      new ApiUnavailableError(`${route} failed`, {
+        route,
+        cause,
+        outcomeUnknown: !failedBeforeSending(cause),
+        ...over,
+      });
     const systemError = (code: string, syscall?: string) => Object.assign(new Error(code), { code, syscall });
+    // What Node's TLS socket is destroyed with (no system call), and undici passes on as is.
+    const tlsError = (code: string) => Object.assign(new Error(code), { code });
 
     it('are what fails before dispatch: a refused argument, a connect or a name lookup, a body never written', () => {
       for (const error of [
@@ -144,6 +153,14 @@ describe('the events send policy', () => {
         failedWith(systemError('EACCES', 'connect')),
         failedWith(systemError('ENOTFOUND', 'getaddrinfo')),
         failedWith(systemError('EAI_AGAIN', 'getaddrinfo')),
+        // The platform's certificate refused at the end of a new connection's handshake.
+        failedWith(tlsError('DEPTH_ZERO_SELF_SIGNED_CERT')),
+        failedWith(tlsError('SELF_SIGNED_CERT_IN_CHAIN')),
+        failedWith(tlsError('UNABLE_TO_VERIFY_LEAF_SIGNATURE')),
+        failedWith(tlsError('UNABLE_TO_GET_ISSUER_CERT_LOCALLY')),
+        failedWith(tlsError('CERT_HAS_EXPIRED')),
+        failedWith(tlsError('CERT_NOT_YET_VALID')),
+        failedWith(tlsError('ERR_TLS_CERT_ALTNAME_INVALID')),
         new EventBodyError('POST /events not sent'),
         new ClaimDeadlineError(route, false),
       ]) {
@@ -165,6 +182,15 @@ describe('the events send policy', () => {
         failedWith(Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' })),
         failedWith(Object.assign(new Error('Request aborted'), { code: 'UND_ERR_ABORTED' })),
         failedWith(Object.assign(new Error('Headers Timeout Error'), { code: 'UND_ERR_HEADERS_TIMEOUT' })),
+        // OpenSSL's errors on the connection itself may come once the request was written.
+        failedWith(tlsError('ERR_SSL_DECRYPTION_FAILED_OR_BAD_RECORD_MAC')),
+        failedWith(tlsError('ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE')),
+        // The status had come, then the body was lost: an answer, whatever its cause's code says.
+        new ApiUnavailableError(`${route} answered 200, then its body was cut off (ECONNREFUSED)`, {
+          route,
+          cause: systemError('ECONNREFUSED', 'connect'),
+          outcomeUnknown: true,
+        }),
         // A status came back: an answer, not a failure before dispatch.
         failedWith(systemError('ECONNREFUSED', 'connect'), { status: 504 }),
         failedWith(new TypeError('boom')),

@@ -4,7 +4,7 @@ import {
   ApiUnavailableError,
   EventBodyError,
 } from '../../partner-api/errors.js';
-import { backoffDelayMs, failedBeforeSending } from '../../partner-api/retryPolicy.js';
+import { backoffDelayMs } from '../../partner-api/retryPolicy.js';
 
 /** What to do with a request whose outcome is unknown: send again (and count it), or park it. */
 export const UNKNOWN_OUTCOME_POLICIES = ['retry', 'park'] as const;
@@ -75,15 +75,16 @@ export class ClaimDeadlineError extends Error {
 /**
  * Whether the failure proves the request never left this process, so the platform cannot have
  * it: the body could not be written (EventBodyError), or the client failed with no answer (no
- * status) for a cause that comes before anything is sent (failedBeforeSending). Anything else that came without an
- * answer may have reached the platform: in doubt, not proven.
+ * status) and found, when it built the error, that nothing had been sent. Anything else that came
+ * without an answer may have reached the platform: in doubt, not proven.
  */
 export function provenNotSent(error: unknown): boolean {
   if (error instanceof EventBodyError) return true;
   if (error instanceof ClaimDeadlineError) return !error.started;
-  return (
-    error instanceof ApiUnavailableError && error.status === undefined && failedBeforeSending(error.cause)
-  );
+  // The client's `outcomeUnknown` is failedBeforeSending's verdict on the cause it caught: asking
+  // it again here would be a second rule to keep in step, and would misread a body cut off after
+  // the status (no status either, an answer all the same) whose cause happened to bear such a code.
+  return error instanceof ApiUnavailableError && error.status === undefined && !error.outcomeUnknown;
 }
 
 /** An event that cannot be sent as it was written (see unsendableReason): refused here, never sent. */
