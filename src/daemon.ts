@@ -258,18 +258,27 @@ async function stopTogether(...stopping: Array<Promise<void> | undefined>): Prom
 export async function runDaemon(ctx: Context): Promise<void> {
   // Listening before start-up: a SIGTERM during migrations still goes through the one shutdown path.
   const shutdown = listenForShutdown();
-  let clean: boolean;
+  let failed = false;
   try {
-    const daemon = await startDaemon(ctx, shutdown.signal);
-    clean = await daemon.stop(await shutdown.received);
-  } catch (error) {
+    let clean: boolean;
+    try {
+      const daemon = await startDaemon(ctx, shutdown.signal);
+      clean = await daemon.stop(await shutdown.received);
+    } catch (error) {
+      if (!(error instanceof StartupInterrupted)) {
+        failed = true;
+        throw error;
+      }
+      clean = error.clean;
+    }
+    // Exit 1 says work was abandoned (a part that never closed).
+    process.exitCode = clean ? 0 : 1;
+  } finally {
     shutdown.dispose();
-    if (!(error instanceof StartupInterrupted)) throw error;
-    clean = error.clean;
+    // Sockets of a frozen connection, or a query start-up or stopping gave up on, can keep the
+    // event loop alive after any stop, a failed start-up's included: the process ends all the
+    // same, soon. A failure's code is the caller's (cli.ts: 2 for the configuration, else 1), set
+    // as the error reaches it, long before this fires: read then, not now, and never a success.
+    setTimeout(() => process.exit(failed ? process.exitCode || 1 : process.exitCode), EXIT_BOUND_MS).unref();
   }
-  // Exit 1 says work was abandoned (a part that never closed). Sockets of a frozen connection (or
-  // a migration given up on) can keep the event loop alive even after a clean stop: the process
-  // ends all the same, soon.
-  process.exitCode = clean ? 0 : 1;
-  setTimeout(() => process.exit(), EXIT_BOUND_MS).unref();
 }

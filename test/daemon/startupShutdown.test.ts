@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { type AddressInfo, createServer } from 'node:net';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CliProcess, freePort, runCli } from '../helpers/cli.js';
@@ -202,4 +204,60 @@ describe('`run` told to stop during start-up', () => {
       await proxy.close();
     }
   }, 60_000);
+});
+
+/**
+ * A start-up that fails with no signal must end the process like any stop does: a query still
+ * waiting on the database (one start-up stopped waiting for) keeps its connection, and with it
+ * the event loop, alive, and stopping gives up on closing it at its deadline.
+ */
+describe('`run` whose start-up fails on its own', () => {
+  const schemas: string[] = [];
+  afterAll(async () => {
+    for (const schema of schemas) await dropSchema(schema, POSTGRES_URL);
+  });
+
+  it('exits 1 with one line on stderr even with a database query still waiting', async () => {
+    // Taken: the webhook receiver cannot listen, the last step of start-up that can fail.
+    const taken = createServer();
+    taken.listen(0, '127.0.0.1');
+    await once(taken, 'listening');
+    const setup = await daemonSetup(
+      { url: `http://127.0.0.1:${await freePort()}`, apiKey: 'sk_test_startup' },
+      {
+        DATABASE_URL: POSTGRES_URL,
+        HTTP_PORT: String((taken.address() as AddressInfo).port),
+        DB_STATEMENT_TIMEOUT_SECONDS: '0',
+        SHUTDOWN_GRACE_SECONDS: '1',
+        LOG_LEVEL: 'info',
+      },
+    );
+    schemas.push(setup.schema);
+    const migrated = await runCli(['migrate'], setup.env);
+    expect(migrated.code, migrated.stderr).toBe(0);
+    // The first read of the freshness gauges waits on this lock, as on a database that hangs:
+    // start-up goes on without it after its bound, and the query stays on its connection.
+    const other = new pg.Client({ connectionString: POSTGRES_URL });
+    await other.connect();
+    await other.query('begin');
+    await other.query(`lock table "${setup.schema}".sync_state in access exclusive mode`);
+    const daemon = new CliProcess(['run'], setup.env);
+    try {
+      // A deadline, not a timed assertion: without a bound the process lasts as long as the lock.
+      const exited = await Promise.race([
+        daemon.exited,
+        new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 45_000)),
+      ]);
+      expect(exited, `still running; stdout:\n${daemon.stdout}\nstderr:\n${daemon.stderr}`).toBeDefined();
+      expect(exited!.code, exited!.stdout).toBe(1);
+      const lines = exited!.stderr.split('\n').filter((line) => line !== '');
+      expect(lines, exited!.stderr).toHaveLength(1);
+      expect(lines[0]).toMatch(/^review-mirror: .*EADDRINUSE/);
+      expect(exited!.stdout).toContain('"reason":"start-up failed"');
+    } finally {
+      daemon.kill('SIGKILL');
+      await other.end().catch(() => {});
+      taken.close();
+    }
+  }, 90_000);
 });
