@@ -1,7 +1,9 @@
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
+import { appendFile, stat } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import { stringify } from 'csv-stringify';
+import { stringify as stringifyRows } from 'csv-stringify/sync';
 
 export interface ReportRow {
   readonly line: number;
@@ -10,19 +12,26 @@ export interface ReportRow {
   readonly key?: string | null;
 }
 
+const COLUMNS = ['line', 'field', 'reason', 'key'];
+
+export const REPORT_SUFFIX = '.rejects.csv';
+
+/** Where the report of the export at `inputPath` is written: beside it. */
+export const reportPathOf = (inputPath: string): string => `${inputPath}${REPORT_SUFFIX}`;
+
 /**
  * The rows of an export that were not sent as they stand, as CSV beside the input (`FILE.rejects.csv`):
  * rejected rows with the field and the reason, and rows a later row with the same key replaced.
  */
 export class RejectReport {
   readonly path: string;
-  readonly #csv = stringify({ header: true, columns: ['line', 'field', 'reason', 'key'] });
+  readonly #csv = stringify({ header: true, columns: COLUMNS });
   readonly #done: Promise<void>;
   #failure: Error | undefined;
   rows = 0;
 
   constructor(inputPath: string) {
-    this.path = `${inputPath}.rejects.csv`;
+    this.path = reportPathOf(inputPath);
     // A report that cannot be written (a full disk, a read-only export directory) fails the push
     // that writes it, through add() and close(): never as an error nobody awaits, which would end
     // the whole process.
@@ -52,4 +61,21 @@ export class RejectReport {
   #throwIfFailed(): void {
     if (this.#failure !== undefined) throw this.#failure;
   }
+}
+
+/**
+ * Adds to the report of the export at `inputPath` why the export was refused as a whole, as a row
+ * with no line and no field after the rows it holds: an operator finds it where the reasons of
+ * the rows are. A report not written yet (a file refused before it was read) is begun with it.
+ */
+export async function addFileReason(inputPath: string, reason: string): Promise<void> {
+  const path = reportPathOf(inputPath);
+  const begun = await stat(path).then(
+    (stats) => stats.size > 0,
+    (error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return false;
+      throw error;
+    },
+  );
+  await appendFile(path, stringifyRows([['', '', reason, '']], { header: !begun, columns: COLUMNS }));
 }

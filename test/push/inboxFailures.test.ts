@@ -1,8 +1,9 @@
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type ContactMapping,
@@ -51,10 +52,16 @@ describe('the CRM inbox when a push fails', () => {
       ratePerSecond?: number;
       logRetentionDays?: number;
       log?: typeof quietLog;
+      scrubber?: SecretScrubber;
     } = {},
   ) =>
     contactsInboxJob(
-      { db, api: over.api ?? api, log: over.log ?? quietLog, scrubber: new SecretScrubber() },
+      {
+        db,
+        api: over.api ?? api,
+        log: over.log ?? quietLog,
+        scrubber: over.scrubber ?? new SecretScrubber(),
+      },
       {
         dir,
         schedule: 'off',
@@ -92,6 +99,13 @@ describe('the CRM inbox when a push fails', () => {
     return 'nowhere';
   };
   const onPlatform = async () => (await sandbox.control.truth(sandbox.companyId)).contacts.length;
+  /** The rows of a report in failed/, as an operator's spreadsheet reads them. */
+  const failedReport = async (name: string) =>
+    parse(await readFile(join(dir, 'failed', `${name}.rejects.csv`), 'utf8'), { columns: true }) as Array<
+      Record<string, string>
+    >;
+  /** A report's row saying why the file was refused as a whole: no line, no field. */
+  const fileRow = (reason: string) => ({ line: '', field: '', reason, key: '' });
 
   it('leaves an export in place when the database fails its push, and pushes it at the next run', async () => {
     await writeFile(join(dir, 'crm.csv'), 'external_id,email,name\nx1,a@example.com,A\nx2,b@example.com,B\n');
@@ -200,6 +214,27 @@ describe('the CRM inbox when a push fails', () => {
     for (let i = 0; i < 2; i++) await runJob({ db, log: quietLog }, renamed, { wait: false });
     expect(await where('renamed.csv')).toBe('failed');
     expect((await contactPosts()) - before).toBe(0);
+    expect(await failedReport('renamed.csv')).toEqual([
+      fileRow(
+        'the header has no column "CRM ID" (contacts.columns.external_id); its columns: "CRM Id", "email"',
+      ),
+    ]);
+  });
+
+  it('writes the reason a file was refused into its report scrubbed, as the log is', async () => {
+    // An export whose header holds a secret of the daemon (pasted into a column name by mistake):
+    // the refusal quotes the header.
+    const secret = 'rm_live_0123456789abcdef';
+    await writeFile(join(dir, 'leaky.csv'), `CRM Id,email,${secret}\ny1,q@example.com,x\n`);
+    const mapping = configFileSchema.parse({ contacts: { columns: { external_id: 'CRM ID' } } }).contacts;
+    const leaky = job({ mapping, scrubber: new SecretScrubber([secret]) });
+    for (let i = 0; i < 2; i++) expect(await outcomeOf(leaky)).toBe('success');
+    expect(await where('leaky.csv')).toBe('failed');
+    expect(await failedReport('leaky.csv')).toEqual([
+      fileRow(
+        'the header has no column "CRM ID" (contacts.columns.external_id); its columns: "CRM Id", "email", "[REDACTED]"',
+      ),
+    ]);
   });
 
   it('fails the run, not the process, when the report beside an export cannot be written', async () => {
@@ -526,6 +561,11 @@ describe('the CRM inbox when a push fails', () => {
         reason: `the header has no column "email" or "contact_id" (the event's recipient); its columns: "event_id", "event_type", "phone"`,
       }),
     );
+    expect(await failedReport('events-no-recipient.csv')).toEqual([
+      fileRow(
+        `the header has no column "email" or "contact_id" (the event's recipient); its columns: "event_id", "event_type", "phone"`,
+      ),
+    ]);
   });
 
   it('parks in failed/ a file none of whose rows could be taken, events or contacts, and counts it failed', async () => {
@@ -562,6 +602,12 @@ describe('the CRM inbox when a push fails', () => {
     );
     expect(lines).toContainEqual(
       expect.objectContaining({ level: 'error', file: 'rejected-all.csv', moved: 'failed' }),
+    );
+    // After the rows' own reasons, the file's: why none of it was pushed.
+    const report = await failedReport('rejected-all.csv');
+    expect(report.map((row) => row.line)).toEqual(['2', '3', '']);
+    expect(report.at(-1)).toEqual(
+      fileRow('every one of its 2 rows was rejected, nothing of it was pushed: see the rows above for why'),
     );
   });
 });

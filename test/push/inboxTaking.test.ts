@@ -1,6 +1,18 @@
-import { chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
+import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfigFile } from '../../src/config/configFile.js';
 import { parseConfig } from '../../src/config/schema.js';
@@ -65,6 +77,11 @@ describe('the CRM inbox taking its files', () => {
   const expected = (prefix: string, rows: number) =>
     Array.from({ length: rows }, (_, i) => `${prefix}-${i}@example.com`).sort();
   const listing = async (dir: string) => (await readdir(dir).catch((): string[] => [])).sort();
+  /** The rows of a `.rejects.csv` report, as an operator's spreadsheet reads them. */
+  const reportOf = async (path: string) =>
+    parse(await readFile(path, 'utf8'), { columns: true }) as unknown[];
+  /** A report's row saying why the file was refused as a whole: no line, no field. */
+  const fileRow = (reason: string) => ({ line: '', field: '', reason, key: '' });
 
   it('pushes the file it read and leaves a replacement written over its name in the inbox for the next poll', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'rm-inbox-replace-'));
@@ -152,7 +169,10 @@ describe('the CRM inbox taking its files', () => {
       }
     }
     expect(outcomes).toEqual(['success', 'success']);
-    expect(await listing(join(dir, 'failed'))).toEqual(['a-locked.csv']);
+    expect(await listing(join(dir, 'failed'))).toEqual(['a-locked.csv', 'a-locked.csv.rejects.csv']);
+    expect(await reportOf(join(dir, 'failed', 'a-locked.csv.rejects.csv'))).toEqual([
+      fileRow('the file cannot be read (EACCES)'),
+    ]);
     expect(await emails('open')).toEqual(expected('open', 2));
     expect(await emails('locked')).toEqual([]);
     expect(lines).toContainEqual(
@@ -186,6 +206,12 @@ describe('the CRM inbox taking its files', () => {
         reason: 'empty file (0 bytes, not even a header line): did the export fail?',
       }),
     );
+    // The reason is in the report too, for an operator who finds the file there.
+    for (const name of ['empty.csv', 'events-empty.csv']) {
+      expect(await reportOf(join(dir, 'failed', `${name}.rejects.csv`))).toEqual([
+        fileRow('empty file (0 bytes, not even a header line): did the export fail?'),
+      ]);
+    }
     expect(lines).toContainEqual(
       expect.objectContaining({
         level: 'warn',
@@ -213,5 +239,93 @@ describe('the CRM inbox taking its files', () => {
     expect(await listing(join(dir, 'processed'))).toEqual(['crm.csv', 'crm.csv.rejects.csv']);
     const taken = (await contacts()).find((c) => c.email === 'w1252-1@example.com');
     expect(taken?.name).toBe('Renée, Müller');
+  });
+
+  it('refuses a symbolic link once, loudly: moved to failed/ with its reason, its target untouched', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rm-inbox-links-'));
+    const elsewhere = await mkdtemp(join(tmpdir(), 'rm-inbox-elsewhere-'));
+    await writeFile(join(elsewhere, 'crm.csv'), csv('linked', 2));
+    // Relative, as a partner publishing a file from elsewhere on the mount would link it.
+    await symlink(relative(dir, join(elsewhere, 'crm.csv')), join(dir, 'a-to-file.csv'));
+    await symlink(join(elsewhere, 'gone.csv'), join(dir, 'b-dangling.csv'));
+    await symlink(elsewhere, join(dir, 'c-to-dir.csv'));
+    await writeFile(join(dir, 'd-plain.csv'), csv('plain', 2));
+    const { log, lines } = capturedLog();
+    const job = inboxJob(dir, { log });
+    for (let i = 0; i < 4; i++) expect(await runOnce(job)).toBe('success');
+
+    expect(await listing(dir)).toEqual(['failed', 'processed', 'processing']);
+    expect(await listing(join(dir, 'failed'))).toEqual([
+      'a-to-file.csv',
+      'a-to-file.csv.rejects.csv',
+      'b-dangling.csv',
+      'b-dangling.csv.rejects.csv',
+      'c-to-dir.csv',
+      'c-to-dir.csv.rejects.csv',
+    ]);
+    // The links moved, not what they point to, which nothing read or sent.
+    for (const name of ['a-to-file.csv', 'b-dangling.csv', 'c-to-dir.csv']) {
+      expect((await lstat(join(dir, 'failed', name))).isSymbolicLink()).toBe(true);
+    }
+    expect(await readFile(join(elsewhere, 'crm.csv'), 'utf8')).toBe(csv('linked', 2));
+    expect(await emails('linked')).toEqual([]);
+    expect(await emails('plain')).toEqual(expected('plain', 2));
+
+    // Each named once with what it points to, in the log and in its report, over four polls.
+    const refusals = lines.filter((l) => l.msg === 'CRM export could not be pushed');
+    expect(refusals.map((l) => (l as { file?: string }).file).sort()).toEqual([
+      'a-to-file.csv',
+      'b-dangling.csv',
+      'c-to-dir.csv',
+    ]);
+    const kinds = {
+      'a-to-file.csv': 'a regular file',
+      'b-dangling.csv': 'which does not exist',
+      'c-to-dir.csv': 'a directory',
+    };
+    for (const [name, kind] of Object.entries(kinds)) {
+      const reason = (refusals.find((l) => (l as { file?: string }).file === name) as { reason?: string })
+        .reason;
+      expect(reason).toMatch(
+        new RegExp(`^it is a symbolic link, to ".+" \\(${kind}\\): the inbox takes regular files only`),
+      );
+      expect(await reportOf(join(dir, 'failed', `${name}.rejects.csv`))).toEqual([fileRow(reason!)]);
+    }
+  });
+
+  it('finishes at the next run the moves a run stopped between moving a file and its report left undone', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rm-inbox-halfmoved-'));
+    for (const sub of ['processing', 'processed', 'failed']) await mkdir(join(dir, sub));
+    const report = (line: number) =>
+      `line,field,reason,key\n${line},email,is not an email address,k${line}\n`;
+    const at = (...path: string[]) => join(dir, ...path);
+    // As a stop leaves them: each report written before its file was moved, and still in processing/.
+    await writeFile(at('processed', 'daily.csv'), csv('daily', 1));
+    await writeFile(at('processed', 'daily.csv.rejects.csv'), report(1));
+    await writeFile(at('processing', 'daily.csv.rejects.csv'), report(2));
+    await writeFile(at('processed', 'daily.2026-11-26T06-50-00-000Z.csv'), csv('daily', 1));
+    await writeFile(at('processing', 'crm.csv.rejects.csv'), report(3));
+    await writeFile(at('processed', 'crm.csv'), csv('crm', 1));
+    await writeFile(at('processing', 'bad.csv.rejects.csv'), report(4));
+    await writeFile(at('failed', 'bad.csv'), csv('bad', 1));
+    // Its export removed by hand since: the report is kept where an operator looks.
+    await writeFile(at('processing', 'gone.csv.rejects.csv'), report(5));
+    const { log, lines } = capturedLog();
+    expect(await runOnce(inboxJob(dir, { log }))).toBe('success');
+
+    expect(await listing(at('processing'))).toEqual([]);
+    expect(await readFile(at('processed', 'daily.csv.rejects.csv'), 'utf8')).toBe(report(1));
+    expect(await readFile(at('processed', 'daily.2026-11-26T06-50-00-000Z.csv.rejects.csv'), 'utf8')).toBe(
+      report(2),
+    );
+    expect(await readFile(at('processed', 'crm.csv.rejects.csv'), 'utf8')).toBe(report(3));
+    expect(await readFile(at('failed', 'bad.csv.rejects.csv'), 'utf8')).toBe(report(4));
+    expect(await readFile(at('failed', 'gone.csv.rejects.csv'), 'utf8')).toBe(report(5));
+    expect(await listing(at('processed'))).toHaveLength(6);
+    expect(await listing(at('failed'))).toEqual(['bad.csv', 'bad.csv.rejects.csv', 'gone.csv.rejects.csv']);
+    expect(lines).toContainEqual(expect.objectContaining({ level: 'warn', file: 'gone.csv' }));
+    // Nothing was pushed again.
+    expect(await emails('daily')).toEqual([]);
+    expect(await emails('crm')).toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
 import type { Stats } from 'node:fs';
-import { mkdir, open, readdir, rename, stat } from 'node:fs/promises';
-import { extname, join, sep } from 'node:path';
+import { lstat, mkdir, open, readdir, readlink, rename, stat } from 'node:fs/promises';
+import { extname, join, resolve, sep } from 'node:path';
 import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import { isDataError } from '../../db/dataError.js';
 import { describeError, FatalError, RetryableError } from '../../errors.js';
@@ -11,11 +11,14 @@ import type { JobRunInfo } from '../../jobs/runner.js';
 import type { JobSpec } from '../../jobs/scheduler.js';
 import { enqueueEventsFile } from '../events/enqueueFile.js';
 import { formatOf, RecordFileError } from '../readRecords.js';
+import { addFileReason, REPORT_SUFFIX, reportPathOf } from '../rejectReport.js';
 import { type PushContactsDeps, type PushContactsOptions, pushContacts } from './pushContacts.js';
 
 const EXPORT_FILE = /\.(csv|tsv|txt|jsonl|ndjson)$/i;
 /** Our own report beside an export (`FILE.rejects.csv`): one left by a killed push is not an export. */
 const REPORT_FILE = /\.rejects\.csv$/i;
+/** The time a name already taken in processed/ or failed/ is given (`crm.2026-11-26T06-50-00-000Z.csv`). */
+const MOVE_STAMP = /^\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z$/;
 /** Events files (`events*.csv`, `events*.jsonl`, …) go to the outbox; every other export is contacts. */
 const EVENTS_FILE = /^events/i;
 
@@ -98,11 +101,11 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
    */
   const take = async (entry: ExportEntry): Promise<boolean> => {
     const from = pathIn(options.dir, entry);
-    const stats = await statIfThere(from);
+    const stats = await lstatIfThere(from);
     if (stats === undefined || !settled(entry.key, stats)) return false;
     const to = join(processing, entry.name);
     // One of its name still there (pushed again after a failure not its own) goes first.
-    if ((await statIfThere(to)) !== undefined) return false;
+    if ((await lstatIfThere(to)) !== undefined) return false;
     if (!isNamed(entry)) {
       deps.log.warn(
         { file: entry.name, bytes: entry.raw.toString('hex') },
@@ -111,7 +114,7 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
     }
     await rename(from, to);
     // Replaced between the look and the rename: it settles in processing/ first.
-    const moved = await stat(to);
+    const moved = await lstat(to);
     if (moved.ino !== stats.ino || moved.size !== stats.size || moved.mtimeMs !== stats.mtimeMs) {
       settled(`${PROCESSING}/${entry.name}`, moved);
       return false;
@@ -127,6 +130,7 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
       for (const sub of ['processed', 'failed', PROCESSING]) {
         await mkdir(join(options.dir, sub), { recursive: true });
       }
+      await finishMoves(deps, options.dir);
       const pushTaken = (name: string) =>
         pushFile(deps, options, name, { counts, signal, run: run ?? { runId: undefined, fence: NO_FENCE } });
       // Left by a run before this one: first, so no export is pushed after a newer one of its name.
@@ -139,12 +143,12 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
         signal?.throwIfAborted();
         if (!isNamed(entry)) {
           // Put there by hand under a name not valid UTF-8: given its reading, as when taken.
-          if ((await statIfThere(join(processing, entry.name))) !== undefined) continue;
+          if ((await lstatIfThere(join(processing, entry.name))) !== undefined) continue;
           await rename(pathIn(processing, entry), join(processing, entry.name));
         }
         const key = `${PROCESSING}/${entry.name}`;
         // Removed by hand since the listing: nothing to push.
-        const stats = await statIfThere(join(processing, entry.name));
+        const stats = await lstatIfThere(join(processing, entry.name));
         if (stats === undefined) {
           seen.delete(key);
           continue;
@@ -182,12 +186,13 @@ const pathIn = (dir: string, entry: ExportEntry) => Buffer.concat([Buffer.from(`
 
 /**
  * The exports of a directory, by name. Listed as bytes: a name that is not valid UTF-8 would be
- * listed with U+FFFD in it, a path that does not exist, and be skipped for ever.
+ * listed with U+FFFD in it, a path that does not exist, and be skipped for ever. Symbolic links
+ * are listed too, to be refused with their reason (refuseLink) instead of passed over unsaid.
  */
 async function listExports(dir: string): Promise<ExportEntry[]> {
   const entries = await readdir(dir, { withFileTypes: true, encoding: 'buffer' });
   return entries
-    .filter((e) => e.isFile())
+    .filter((e) => e.isFile() || e.isSymbolicLink())
     .map((e) => {
       const raw = e.name;
       const utf8 = raw.toString('utf8');
@@ -198,9 +203,12 @@ async function listExports(dir: string): Promise<ExportEntry[]> {
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-/** The file's stats, or undefined when it is gone (moved or deleted by someone else). */
-function statIfThere(path: string | Buffer): Promise<Stats | undefined> {
-  return stat(path).catch((error: NodeJS.ErrnoException) => {
+/**
+ * The stats of the entry itself (a symbolic link's, not its target's: a dangling one is there),
+ * or undefined when it is gone (moved or deleted by someone else).
+ */
+function lstatIfThere(path: string | Buffer): Promise<Stats | undefined> {
+  return lstat(path).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return undefined;
     throw error;
   });
@@ -229,6 +237,7 @@ async function pushFile(deps: PushContactsDeps, options: InboxOptions, name: str
   const reading = { file: true };
   let destination = 'failed';
   try {
+    await refuseLink(path, options.dir);
     await refuseUnreadable(path);
     const summary = EVENTS_FILE.test(name)
       ? await enqueueEvents(deps, options, path, at.counts)
@@ -239,9 +248,16 @@ async function pushFile(deps: PushContactsDeps, options: InboxOptions, name: str
     destination = summary.failed === 0 && refused === undefined ? 'processed' : 'failed';
     if (refused !== undefined) {
       deps.log.error(
-        { file: name, ...summary, reportPath: undefined, reason: refused, moved: destination },
+        {
+          file: name,
+          ...summary,
+          reportPath: undefined,
+          reason: `${refused}: see its .rejects.csv report for why`,
+          moved: destination,
+        },
         'CRM export could not be pushed',
       );
+      await reportFileReason(deps, path, `${refused}: see the rows above for why`);
     } else {
       deps.log.info({ file: name, ...summary, reportPath: undefined, moved: destination }, summary.message);
     }
@@ -250,13 +266,51 @@ async function pushFile(deps: PushContactsDeps, options: InboxOptions, name: str
     }
   } catch (error) {
     if (at.signal?.aborted || !reading.file || !isFileFault(error)) throw error;
-    deps.log.error(
-      { file: name, reason: describeError(error), err: error, moved: destination },
-      'CRM export could not be pushed',
-    );
+    const reason = describeError(error);
+    deps.log.error({ file: name, reason, err: error, moved: destination }, 'CRM export could not be pushed');
+    // Beside the file in failed/, not only in a log the operator may no longer have.
+    await reportFileReason(deps, path, reason);
   }
   addCount(at.counts, `files_${destination}`);
   await moveWithReport(processing, name, join(options.dir, destination));
+}
+
+/**
+ * Adds why the export at `path` was refused to its report. A report that cannot be written (a
+ * full disk, a read-only directory) is logged and never keeps the export from moving on: the
+ * reason is in the log line just before.
+ */
+async function reportFileReason(deps: PushContactsDeps, path: string, reason: string): Promise<void> {
+  await addFileReason(path, deps.scrubber.scrub(reason)).catch((error: unknown) =>
+    deps.log.warn({ file: path, err: error }, "could not add the export's reason to its .rejects.csv report"),
+  );
+}
+
+/**
+ * A symbolic link, refused as the file's own fault. Its target is not moved with it, so the file
+ * read would not be the file kept in processed/, and the CRM could rewrite it during the push; a
+ * relative link would point elsewhere once moved; and it would let whoever may write to the inbox
+ * have the daemon read any file it can. `dir` is where links are dropped: a relative target is
+ * read from there, to say what it points to.
+ */
+async function refuseLink(path: string, dir: string): Promise<void> {
+  if (!(await lstat(path)).isSymbolicLink()) return;
+  const target = await readlink(path);
+  throw new InboxFileError(
+    `it is a symbolic link, to ${JSON.stringify(target)} (${await kindOf(resolve(dir, target))}): the inbox takes regular files only; copy the file into the inbox instead (written under another name, then renamed)`,
+  );
+}
+
+/** What a link's target is, for its refusal: a dangling link or one to a directory said so. */
+async function kindOf(target: string): Promise<string> {
+  try {
+    const stats = await stat(target);
+    if (stats.isFile()) return 'a regular file';
+    return stats.isDirectory() ? 'a directory' : 'neither a file nor a directory';
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' ? 'which does not exist' : `which cannot be followed: ${code}`;
+  }
 }
 
 /**
@@ -287,7 +341,7 @@ interface FileOutcome {
 function everyRowRejected(summary: FileOutcome): string | undefined {
   if (summary.read === 0 || summary.rejected < summary.read) return undefined;
   const rows = summary.read === 1 ? 'its one row was' : `every one of its ${summary.read} rows was`;
-  return `${rows} rejected, nothing of it was pushed: see its .rejects.csv report for why`;
+  return `${rows} rejected, nothing of it was pushed`;
 }
 
 async function enqueueEvents(
@@ -350,15 +404,98 @@ function isFileFault(error: unknown): boolean {
 }
 
 /**
- * A pushed file and its `.rejects.csv` report, from `from` into `to` (`processed/`, `failed/`). A
- * CRM that drops an export of the same name every day would have each replace the last there: a
- * name already taken gets the time of the move (`crm.2026-11-26T06-50-00-000Z.csv`).
+ * A pushed file and its `.rejects.csv` report, from `from` into `to` (`processed/`, `failed/`).
+ * The file first: a process stopped between the two moves leaves its report alone in
+ * processing/, which the next run moves beside it (finishMoves); the report first would leave
+ * the file there, to be pushed again.
  */
 async function moveWithReport(from: string, name: string, to: string): Promise<void> {
-  const taken = (await statIfThere(join(to, name))) !== undefined;
-  const ext = extname(name);
-  const stamp = new Date().toISOString().replaceAll(':', '-').replace('.', '-');
-  const as = taken ? `${name.slice(0, name.length - ext.length)}.${stamp}${ext}` : name;
+  const as = await freeName(to, name);
   await rename(join(from, name), join(to, as));
-  await rename(join(from, `${name}.rejects.csv`), join(to, `${as}.rejects.csv`)).catch(() => {});
+  await rename(reportPathOf(join(from, name)), reportPathOf(join(to, as))).catch(ignoreGone);
+}
+
+/**
+ * The name `name` is moved under into `to`. A CRM that drops an export of the same name every
+ * day would have each replace the last there: a name already taken gets the time of the move.
+ */
+async function freeName(to: string, name: string): Promise<string> {
+  if ((await lstatIfThere(join(to, name))) === undefined) return name;
+  const [base, ext] = splitExt(name);
+  return `${base}.${new Date().toISOString().replaceAll(':', '-').replace('.', '-')}${ext}`;
+}
+
+const splitExt = (name: string): [string, string] => {
+  const ext = extname(name);
+  return [name.slice(0, name.length - ext.length), ext];
+};
+
+/** For a move of what may not be there: anything else failing it is not passed over. */
+function ignoreGone(error: NodeJS.ErrnoException): void {
+  if (error.code !== 'ENOENT') throw error;
+}
+
+/**
+ * Finishes the moves a process stopped between moving a file and moving its report left undone:
+ * a report of processing/ without its export there goes beside that export, in processed/ or
+ * failed/. Without it, the report would stay there for good, and be overwritten by the next
+ * export of its name.
+ */
+async function finishMoves(deps: PushContactsDeps, dir: string): Promise<void> {
+  for (const entry of await readdir(join(dir, PROCESSING), { withFileTypes: true })) {
+    if (entry.isFile() && REPORT_FILE.test(entry.name)) await finishMove(deps, dir, entry.name);
+  }
+}
+
+async function finishMove(deps: PushContactsDeps, dir: string, reportName: string): Promise<void> {
+  const name = reportName.slice(0, reportName.length - REPORT_SUFFIX.length);
+  const from = join(dir, PROCESSING, reportName);
+  // Its export still there: a push stopped before its end, whose next push rewrites it.
+  if ((await lstatIfThere(join(dir, PROCESSING, name))) !== undefined) return;
+  const report = await lstatIfThere(from);
+  if (report === undefined) return;
+  const beside = await movedExport(dir, name, report.mtimeMs);
+  if (beside !== undefined) {
+    await rename(from, reportPathOf(beside));
+    deps.log.info(
+      { file: name, report: beside },
+      'moved a report a stopped run left in processing/ beside its export',
+    );
+    return;
+  }
+  // Kept where an operator looks for reports, rather than dropped.
+  const to = join(dir, 'failed', await freeName(join(dir, 'failed'), reportName));
+  await rename(from, to);
+  deps.log.warn(
+    { file: name, report: to },
+    'a report in processing/ had no export there, nor in processed/ or failed/ (removed by hand?): moved to failed/',
+  );
+}
+
+/**
+ * The path of the export `name` moved just before its report: in processed/ or failed/, under
+ * its name or a stamped one, without a report beside it, moved (its ctime, which a rename sets)
+ * no earlier than its report was last written; the latest such, or undefined.
+ */
+async function movedExport(dir: string, name: string, reportWritten: number): Promise<string | undefined> {
+  let found: { path: string; at: number } | undefined;
+  for (const place of ['processed', 'failed']) {
+    for (const candidate of await readdir(join(dir, place))) {
+      if (!isMovedAs(name, candidate)) continue;
+      const path = join(dir, place, candidate);
+      if ((await lstatIfThere(reportPathOf(path))) !== undefined) continue;
+      const stats = await lstatIfThere(path);
+      if (stats === undefined || stats.ctimeMs < reportWritten) continue;
+      if (found === undefined || stats.ctimeMs > found.at) found = { path, at: stats.ctimeMs };
+    }
+  }
+  return found?.path;
+}
+
+/** Whether `candidate` is a name `name` may have been moved under (freeName). */
+function isMovedAs(name: string, candidate: string): boolean {
+  if (candidate === name) return true;
+  const [base, ext] = splitExt(name);
+  if (!candidate.startsWith(`${base}.`) || !candidate.endsWith(ext)) return false;
+  return MOVE_STAMP.test(candidate.slice(base.length + 1, candidate.length - ext.length));
 }
