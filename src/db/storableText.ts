@@ -63,19 +63,27 @@ export function unstorableReasonIn(value: unknown): string | undefined {
   return undefined;
 }
 
+/** What is kept of a value nested deeper than MAX_JSON_DEPTH in a record kept as it was sent. */
+export const DEEPER_NOT_KEPT = `[${TOO_DEEP}: not kept]`;
+
 /**
  * JSON text that jsonb accepts, for records kept as the platform sent them: every string, keys
- * too, with U+0000 and lone surrogates as U+FFFD.
+ * too, with U+0000 and lone surrogates as U+FFFD; what is nested deeper than MAX_JSON_DEPTH as
+ * DEEPER_NOT_KEPT. JSON.parse reads an answer nested thousands deep, but walking it (this, or
+ * JSON.stringify) would overflow the stack: the sync would fail on that one record every run.
  */
 export function storableJson(value: unknown): string {
-  return JSON.stringify(storableValue(value ?? null));
+  return JSON.stringify(storableValue(value ?? null, 0));
 }
 
-function storableValue(value: unknown): unknown {
+function storableValue(value: unknown, depth: number): unknown {
   if (typeof value === 'string') return storableString(value);
-  if (Array.isArray(value)) return value.map(storableValue);
   if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(Object.entries(value).map(([k, v]) => [storableString(k), storableValue(v)]));
+  if (depth >= MAX_JSON_DEPTH) return DEEPER_NOT_KEPT;
+  if (Array.isArray(value)) return value.map((v) => storableValue(v, depth + 1));
+  return Object.fromEntries(
+    Object.entries(value).map(([k, v]) => [storableString(k), storableValue(v, depth + 1)]),
+  );
 }
 
 function storableString(value: string): string {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { storableJson } from '../db/storableText.js';
 import { ApiSchemaError, ApiUnavailableError } from './errors.js';
 import { type HttpClient, platformErrorText } from './http.js';
 import { type Page, pageOf, paginate } from './paginate.js';
@@ -48,7 +49,8 @@ export async function readDirectoryRecord<T>(
   }
   const parsed = schema.safeParse(body);
   if (parsed.success) return { record: parsed.data };
-  if (saysRefused(body)) return { failed: platformErrorText(JSON.stringify(body)) };
+  // storableJson: an answer nested thousands deep would overflow JSON.stringify's stack.
+  if (saysRefused(body)) return { failed: platformErrorText(storableJson(body)) };
   return { rejected: rejection(body, parsed.error) };
 }
 

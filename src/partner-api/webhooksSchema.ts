@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { storableJson } from '../db/storableText.js';
 import { indexedText } from './indexedText.js';
 
 /**
@@ -7,12 +8,13 @@ import { indexedText } from './indexedText.js';
  * that can only mean "none" (below).
  */
 
-// `last_error`'s type is not given by the spec: keep text as is, anything else as its JSON.
+// `last_error`'s type is not given by the spec: keep text as is, anything else as its JSON
+// (storableJson: one nested thousands deep would overflow JSON.stringify's stack, every poll).
 const lastError = z
   .unknown()
   .optional()
   .transform((v) =>
-    v === undefined || v === null || v === '' ? null : typeof v === 'string' ? v : JSON.stringify(v),
+    v === undefined || v === null || v === '' ? null : typeof v === 'string' ? v : storableJson(v),
   );
 
 // Fields the spec does not type, and that only inform: a value of another type is dropped, never

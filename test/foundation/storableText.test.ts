@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  DEEPER_NOT_KEPT,
   MAX_JSON_DEPTH,
   storableJson,
   storableText,
@@ -23,6 +24,18 @@ describe('what PostgreSQL can store', () => {
       n: 1,
     });
     expect(storableJson(undefined)).toBe('null');
+  });
+
+  it('jsonb: keeps a value nested thousands deep down to MAX_JSON_DEPTH, without overflowing the stack', () => {
+    const deep = JSON.parse(`{"x":${'['.repeat(6_000)}1${']'.repeat(6_000)},"y":"kept"}`) as unknown;
+    let kept: unknown = JSON.parse(storableJson(deep));
+    expect((kept as { y: string }).y).toBe('kept');
+    kept = (kept as { x: unknown }).x;
+    // The object is level 1, its `x` level 2, …: MAX_JSON_DEPTH levels as sent, then the mark.
+    for (let level = 2; level <= MAX_JSON_DEPTH; level++) kept = (kept as unknown[])[0];
+    expect(kept).toBe(DEEPER_NOT_KEPT);
+    const shallow = { a: [[{ b: 'c' }]] };
+    expect(JSON.parse(storableJson(shallow))).toEqual(shallow);
   });
 
   it('says why a value cannot be stored as given, or nothing', () => {

@@ -159,4 +159,16 @@ describe('a single directory read answered 200 with a body that is not JSON', ()
       failed: 'the 2xx answer is not the record: its body is empty, null or not JSON',
     });
   });
+
+  it('is a failed read, with the platform text, when that text is nested thousands deep', async () => {
+    const error = JSON.parse(`{"detail":${'['.repeat(6_000)}"gone"${']'.repeat(6_000)}}`) as unknown;
+    const http = { request: async () => ({ error }) } as unknown as HttpClient;
+    const read = await readDirectoryRecord(
+      http,
+      '/locations/downtown',
+      'GET /locations/:slug',
+      locationSchema,
+    );
+    expect(read).toEqual({ failed: expect.stringContaining('"detail"') });
+  });
 });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { DEEPER_NOT_KEPT } from '../../src/db/storableText.js';
 import { JOB } from '../../src/jobs/jobNames.js';
 import { runJob } from '../../src/jobs/runner.js';
 import { makeMetrics } from '../../src/metrics.js';
@@ -120,5 +121,38 @@ describe('a review feed with invalid records', () => {
     expect(await quarantined()).toBe(6);
     const failed = await fx.db.knex(fx.db.table('sync_runs')).where({ outcome: 'failed' }).first();
     expect(failed.error_kind).toBe('fatal');
+  });
+});
+
+/** A platform answer JSON.parse reads whole but no recursive walk could: one record, not the run. */
+describe('a review feed with records nested thousands deep', () => {
+  const metrics = makeMetrics();
+  const start = Date.now() - 100 * MINUTE;
+  const feed = Array.from({ length: 20 }, (_, i) => JSON.stringify(feedReview(i, start - i * MINUTE)));
+  const deep = `${'['.repeat(6_000)}${']'.repeat(6_000)}`;
+  // An invalid record, quarantined with what it carried; and a valid one, whose extra field goes unread.
+  feed[4] = feed[4]!.replace(/}$/, `,"extra":${deep},"rating":"seven"}`);
+  feed[9] = feed[9]!.replace(/}$/, `,"extra":${deep}}`);
+  const fx = fakePlatformFixture(({ path }) =>
+    path === '/reviews'
+      ? {
+          status: 200,
+          body: `{"reviews":[${feed.join(',')}],"pagination":{"count":20,"has_more":false,"next_cursor":null}}`,
+        }
+      : { status: 404, body: { error: 'not found' } },
+  );
+
+  it('quarantines the invalid one, keeping it down to the depth jsonb is given, and stores the rest', async () => {
+    const run = await runJob(
+      { db: fx.db, log: quietLog, metrics },
+      { name: JOB.reviews, run: (c, s) => syncReviews(pullContext(fx.db, fx.api, { metrics }), c, s) },
+      { wait: false },
+    );
+    expect(run.outcome).toBe('success');
+    expect(run.counts).toMatchObject({ fetched: 19, inserted: 19, quarantined: 1 });
+    const [row] = await fx.db.knex(fx.db.table('review_quarantine'));
+    expect(row.reason).toMatch(/^rating: /);
+    expect(row.raw.rating).toBe('seven');
+    expect(JSON.stringify(row.raw.extra)).toContain(DEEPER_NOT_KEPT);
   });
 });

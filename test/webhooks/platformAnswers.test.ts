@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { DEEPER_NOT_KEPT } from '../../src/db/storableText.js';
 import { SecretScrubber } from '../../src/log.js';
 import { ensureRegistration } from '../../src/webhooks/ensure.js';
 import { SigningSecrets } from '../../src/webhooks/secrets.js';
@@ -15,11 +16,13 @@ const SECRET = 'whsec_platform_answers_test_1';
  */
 describe('webhook answers of other shapes', () => {
   let listed: Array<Record<string, unknown>> = [];
+  // Sent as it is: an answer the fake's own JSON.stringify could not write.
+  let listedText: string | undefined;
   const secrets = new SigningSecrets([], new SecretScrubber());
 
   const fx = fakePlatformFixture(({ method, path }) => {
     if (path !== '/webhook') return { status: 404, body: { error: 'not found' } };
-    if (method === 'GET') return { status: 200, body: listed };
+    if (method === 'GET') return { status: 200, body: listedText ?? listed };
     const webhook = {
       id: 'wh_1',
       url: URL,
@@ -63,6 +66,17 @@ describe('webhook answers of other shapes', () => {
     });
     const other = await fx.db.knex(fx.db.table('webhooks')).where({ id: 'wh_2' }).first();
     expect(other.created_at).toEqual(new Date('2026-11-24T10:00:00Z'));
+  });
+
+  it('records a list whose last_error is nested thousands deep, kept down to a bounded depth', async () => {
+    const deep = `${'['.repeat(6_000)}${']'.repeat(6_000)}`;
+    listedText = `[{"id":"wh_1","url":${JSON.stringify(URL)},"last_error":{"detail":${deep}}}]`;
+    try {
+      expect(await ensure()).toEqual({ keep: 'wh_1', register: false, remove: [] });
+      expect((await stored()).last_error).toContain(DEEPER_NOT_KEPT);
+    } finally {
+      listedText = undefined;
+    }
   });
 });
 
