@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { type AddressInfo, createServer } from 'node:net';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { valueWithin } from '../../src/boundedWait.js';
 import { CliProcess, freePort, runCli } from '../helpers/cli.js';
 import { daemonSetup } from '../helpers/daemon.js';
 import { dropSchema, POSTGRES_URL } from '../helpers/db.js';
@@ -244,10 +245,7 @@ describe('`run` whose start-up fails on its own', () => {
     const daemon = new CliProcess(['run'], setup.env);
     try {
       // A deadline, not a timed assertion: without a bound the process lasts as long as the lock.
-      const exited = await Promise.race([
-        daemon.exited,
-        new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 45_000)),
-      ]);
+      const exited = await valueWithin(daemon.exited, 45_000, undefined);
       expect(exited, `still running; stdout:\n${daemon.stdout}\nstderr:\n${daemon.stderr}`).toBeDefined();
       expect(exited!.code, exited!.stdout).toBe(1);
       const lines = exited!.stderr.split('\n').filter((line) => line !== '');

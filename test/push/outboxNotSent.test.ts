@@ -1,10 +1,7 @@
-import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import { SecretScrubber } from '../../src/log.js';
@@ -105,8 +102,10 @@ describe('outbox sends that never left the process', () => {
   });
 });
 
+const fixture = (name: string) => fileURLToPath(new URL(`../webhooks/fixtures/${name}`, import.meta.url));
+
 /**
- * An HTTPS server on loopback with a certificate of its own making, which no client trusts: every
+ * An HTTPS server on loopback with the tests' self-signed certificate, which no client trusts: every
  * connection to it fails its verification. It answers any request it gets as the platform would
  * accept an event, so a request that did get through would count as sent.
  */
@@ -116,15 +115,10 @@ async function selfSignedServer(): Promise<{
   handshakesRefused: () => number;
   close: () => Promise<void>;
 }> {
-  const dir = await mkdtemp(join(tmpdir(), 'rm-self-signed-'));
-  const keyFile = join(dir, 'key.pem');
-  const certFile = join(dir, 'cert.pem');
-  const args = 'req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -days 1'.split(' ');
-  await promisify(execFile)('openssl', [...args, '-keyout', keyFile, '-out', certFile]);
   let requests = 0;
   let handshakesRefused = 0;
   const server: Server = createServer(
-    { key: await readFile(keyFile), cert: await readFile(certFile) },
+    { key: await readFile(fixture('key.pem')), cert: await readFile(fixture('cert.pem')) },
     (_req, res) => {
       requests++;
       res.writeHead(201, { 'content-type': 'application/json' }).end('{"id":"evt_1","status":"queued"}');
@@ -140,7 +134,6 @@ async function selfSignedServer(): Promise<{
     close: async () => {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
-      await rm(dir, { recursive: true, force: true });
     },
   };
 }
