@@ -47,6 +47,15 @@ async function expectStartingAdmin(port: number, doing: RegExp): Promise<void> {
   expect(metrics.text).toContain('review_mirror_build_info{');
 }
 
+/** Another session holding `table` locked, as a database that hangs on it would: end it to let go. */
+async function lockedByAnother(schema: string, table: string): Promise<pg.Client> {
+  const other = new pg.Client({ connectionString: POSTGRES_URL });
+  await other.connect();
+  await other.query('begin');
+  await other.query(`lock table "${schema}".${table} in access exclusive mode`);
+  return other;
+}
+
 /** SIGTERM while `run` is still starting: what an orchestrator does to a replica that is slow to come up. */
 describe('`run` told to stop during start-up', () => {
   const schemas: string[] = [];
@@ -115,10 +124,7 @@ describe('`run` told to stop during start-up', () => {
     const migrated = await runCli(['migrate'], setup.env);
     expect(migrated.code, migrated.stderr).toBe(0);
     // Reading the stored signing secrets waits on this lock, as on a database that hangs.
-    const other = new pg.Client({ connectionString: POSTGRES_URL });
-    await other.connect();
-    await other.query('begin');
-    await other.query(`lock table "${setup.schema}".webhooks in access exclusive mode`);
+    const other = await lockedByAnother(setup.schema, 'webhooks');
     // Let go after a while whatever happens, so a daemon that ignores the signal still ends.
     const letGo = setTimeout(() => void other.end(), 30_000);
     const daemon = new CliProcess(['run'], setup.env);
@@ -238,10 +244,7 @@ describe('`run` whose start-up fails on its own', () => {
     expect(migrated.code, migrated.stderr).toBe(0);
     // The first read of the freshness gauges waits on this lock, as on a database that hangs:
     // start-up goes on without it after its bound, and the query stays on its connection.
-    const other = new pg.Client({ connectionString: POSTGRES_URL });
-    await other.connect();
-    await other.query('begin');
-    await other.query(`lock table "${setup.schema}".sync_state in access exclusive mode`);
+    const other = await lockedByAnother(setup.schema, 'sync_state');
     const daemon = new CliProcess(['run'], setup.env);
     try {
       // A deadline, not a timed assertion: without a bound the process lasts as long as the lock.
