@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { indexedText } from './indexedText.js';
+import { slugText } from './indexedText.js';
 import { paginationSchema } from './paginationSchema.js';
 import { isoTimestamp } from './timestampSchema.js';
 
@@ -13,7 +13,7 @@ const addressLine = z
 export const locationSchema = z.object({
   // The mirror's column is a 32-bit integer, as the spec's examples are.
   id: z.int32(),
-  slug: indexedText,
+  slug: slugText,
   name: z.string(),
   active: z.boolean(),
   address: z.object({

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { indexedText } from './indexedText.js';
+import { slugText } from './indexedText.js';
 import { paginationSchema } from './paginationSchema.js';
 import { isoTimestamp } from './timestampSchema.js';
 import { uuidText } from './uuidText.js';
@@ -7,7 +7,7 @@ import { uuidText } from './uuidText.js';
 /** A professional as listed: spec 2.3 without `location_id`, which only the single read carries. */
 export const professionalListItemSchema = z.object({
   id: uuidText,
-  slug: indexedText,
+  slug: slugText,
   first_name: z.string(),
   last_name: z.string(),
   active: z.boolean(),

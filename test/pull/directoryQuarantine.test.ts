@@ -221,3 +221,141 @@ describe('directory listings with invalid records', () => {
     expect(Number(removed[0]!.n)).toBe(0);
   });
 });
+
+/** Half an emoji: what a truncation leaves of 😀 (U+1F600, `\ud83d\ude00`) cut in two. */
+const HIGH_HALF = '\ud83d';
+const LOW_HALF = '\ude00';
+const HALF_CHARACTER_SLUG =
+  'slug: holds half of a character (a lone UTF-16 surrogate), which cannot be stored: a slug names its record in URLs, and must be kept as sent';
+
+/**
+ * Slugs holding half a character, which no URL can name (encodeURIComponent throws on them), over
+ * real HTTP, on listings of two pages: the record is quarantined and the rest of both pages is
+ * mirrored, instead of the job failing on it on every run.
+ */
+describe('directory records whose slug holds half a character', () => {
+  const PAGE_SIZE = 3;
+  const locations: Json[] = [
+    location(1),
+    location(2, { slug: `loc-2${LOW_HALF}` }),
+    location(3),
+    location(4),
+  ];
+  const professionals: Json[] = [
+    professional(1),
+    professional(2, { slug: `ana-${HIGH_HALF}` }),
+    professional(3),
+    professional(4),
+    professional(5),
+  ];
+  // Listed with a whole slug, but its single read (for location_id) answers with half a character.
+  const halfInDetail = professional(6);
+  professionals.push(halfInDetail);
+  const singleReads: string[] = [];
+
+  /** `records` PAGE_SIZE a page, the cursor being the index of the page's first record. */
+  const paged = (key: string, records: readonly Json[], cursor: string | null) => {
+    const start = cursor === null ? 0 : Number(cursor);
+    const page = records.slice(start, start + PAGE_SIZE);
+    const more = start + PAGE_SIZE < records.length;
+    // JSON.stringify writes each lone surrogate as its escape (`"ana-\ud83d"`), as a platform would.
+    return {
+      status: 200,
+      body: {
+        [key]: page,
+        pagination: {
+          count: page.length,
+          has_more: more,
+          next_cursor: more ? String(start + PAGE_SIZE) : null,
+        },
+      },
+    };
+  };
+
+  const fx = fakePlatformFixture(
+    ({ path, query }) => {
+      const active = query.get('active') === 'true';
+      const cursor = query.get('cursor');
+      if (path === '/locations') return paged('locations', active ? locations : [], cursor);
+      if (path === '/professionals') return paged('professionals', active ? professionals : [], cursor);
+      singleReads.push(path);
+      const slug = /^\/professionals\/(.+)$/.exec(path)?.[1];
+      const found = professionals.find((p) => p.slug === slug);
+      if (found === undefined) return { status: 404, body: { error: 'not found' } };
+      const detail = found === halfInDetail ? { ...found, slug: `pro-6${HIGH_HALF}` } : found;
+      return { status: 200, body: { ...detail, location_id: 1 } };
+    },
+    { pageSize: PAGE_SIZE },
+  );
+
+  const ctx = () => pullContext(fx.db, fx.api);
+  const quarantined = (resource: string) =>
+    fx.db
+      .knex(fx.db.table('directory_quarantine'))
+      .where({ resource })
+      .orderBy('id')
+      .select('record_id', 'reason', 'seen_count', 'raw');
+
+  it('quarantines a location whose slug holds half a character and stores the rest of both pages', async () => {
+    for (const attempt of [1, 2]) {
+      const run = await runJob(
+        { db: fx.db, log: quietLog },
+        { name: JOB.locations, run: (c, s) => syncLocations(ctx(), c, s) },
+        { wait: false },
+      );
+      expect(run.outcome).toBe('success');
+      expect(run.counts).toMatchObject({ fetched: 3, quarantined: 1, removed: 0 });
+      expect(await quarantined('locations')).toEqual([
+        {
+          record_id: '2',
+          reason: HALF_CHARACTER_SLUG,
+          seen_count: attempt,
+          // Kept as sent, but for the half character, which jsonb cannot hold either.
+          raw: { ...location(2), slug: 'loc-2\uFFFD' },
+        },
+      ]);
+    }
+    const stored = await fx.db.knex(fx.db.table('locations')).orderBy('id').select('id', 'slug');
+    expect(stored).toEqual([
+      { id: 1, slug: 'loc-1' },
+      { id: 3, slug: 'loc-3' },
+      { id: 4, slug: 'loc-4' },
+    ]);
+  });
+
+  it('quarantines such a professional, listed or read, and stores the others of its page and the next', async () => {
+    for (const attempt of [1, 2]) {
+      singleReads.length = 0;
+      const run = await runJob(
+        { db: fx.db, log: quietLog },
+        // A full run: every listed professional needs its single read, the one the slug broke.
+        { name: JOB.professionals, run: (c, s) => syncProfessionals(ctx(), c, { full: true }, s) },
+        { wait: false },
+      );
+      expect(run.outcome).toBe('success');
+      expect(run.counts).toMatchObject({ fetched: 5, details: 4, quarantined: 2, removed: 0 });
+      // No read was asked for by the half slug: only the five whole ones were read.
+      expect(singleReads.sort()).toEqual(
+        ['pro-1', 'pro-3', 'pro-4', 'pro-5', 'pro-6'].map((s) => `/professionals/${s}`),
+      );
+      const rows = await quarantined('professionals');
+      expect(rows.map(({ raw: _, ...row }) => row)).toEqual([
+        { record_id: professionals[1]!.id, reason: HALF_CHARACTER_SLUG, seen_count: attempt },
+        { record_id: halfInDetail.id, reason: HALF_CHARACTER_SLUG, seen_count: attempt },
+      ]);
+      expect(rows[0]!.raw).toEqual({ ...professionals[1], slug: 'ana-\uFFFD' });
+    }
+    const stored = await fx.db
+      .knex(fx.db.table('professionals'))
+      .orderBy('slug')
+      .select('slug', 'location_id', 'removed_at');
+    // pro-6's listed fields are stored under its listed slug; its location_id is read again next run.
+    expect(stored).toEqual([
+      { slug: 'pro-1', location_id: 1, removed_at: null },
+      { slug: 'pro-3', location_id: 1, removed_at: null },
+      { slug: 'pro-4', location_id: 1, removed_at: null },
+      { slug: 'pro-5', location_id: 1, removed_at: null },
+      { slug: 'pro-6', location_id: null, removed_at: null },
+    ]);
+  });
+});

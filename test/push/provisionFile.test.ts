@@ -83,6 +83,36 @@ professionals:
     ]);
   });
 
+  it('sets aside a record whose slug, or location slug, holds half a character, which no URL can name', () => {
+    const half =
+      'holds half of a character (a lone UTF-16 surrogate), which cannot be stored: a slug names its record in URLs, and must be kept as sent';
+    // YAML's escapes, as JSON's, can write half an emoji (an emoji cut in two by a truncation).
+    const plan = parseProvisionFile(`
+locations:
+  - { name: Downtown }
+  - { name: Uptown, slug: "uptown-\\ud83d" }
+professionals:
+  - { first_name: Ann, last_name: Lee, email: ann@example.com, location: downtown }
+  - { first_name: Bob, last_name: Ray, email: bob@example.com, slug: "bob-\\ude00" }
+  - { first_name: Cy, last_name: Oh, email: cy@example.com, location: "downtown\\ud83d" }
+`);
+    expect(plan.locations.map((l) => l.label)).toEqual(['locations[0] "Downtown"']);
+    expect(plan.professionals.map((p) => p.label)).toEqual(['professionals[0] "ann@example.com"']);
+    expect(plan.invalid.map((r) => `${r.label}: ${r.reason}`)).toEqual([
+      `locations[1] "Uptown": slug ${half}`,
+      `professionals[1] "bob@example.com": slug ${half}`,
+      `professionals[2] "cy@example.com": location ${half}`,
+    ]);
+
+    const json = parseProvisionFile(
+      JSON.stringify({ locations: [{ name: 'Harbour', slug: 'harbour-\ud83d' }] }),
+    );
+    expect(json.locations).toEqual([]);
+    expect(json.invalid.map((r) => `${r.label}: ${r.reason}`)).toEqual([
+      `locations[0] "Harbour": slug ${half}`,
+    ]);
+  });
+
   it.each([
     ['locations: [a', /^the file is neither YAML nor JSON: /],
     ['- just a list', /^the file must be a mapping \(expected \{locations/],

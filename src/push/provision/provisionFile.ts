@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { slugCheck } from '../../partner-api/indexedText.js';
 import type { NewLocation } from '../../partner-api/locations.js';
 import { slugify } from '../../slugify.js';
 
@@ -51,10 +52,13 @@ const text = z.string({ error: 'must be a string' }).trim();
 const required = text.min(1, 'must not be empty');
 const optional = text.optional();
 const active = z.boolean({ error: 'must be true or false' }).optional();
+// A slug (a record's own, or its location's) is read in a URL before anything is created: one no
+// URL can name (half a character) would fail the whole run, so its record is set aside instead.
+const slugField = required.check(slugCheck).optional();
 
 const locationSchema = z.strictObject({
   name: required,
-  slug: required.optional(),
+  slug: slugField,
   address_1: optional,
   address_2: optional,
   city: optional,
@@ -67,8 +71,8 @@ const professionalSchema = z.strictObject({
   first_name: required,
   last_name: required,
   email: z.email({ error: 'must be an email address' }),
-  slug: required.optional(),
-  location: required.optional(),
+  slug: slugField,
+  location: slugField,
   active,
 });
 
