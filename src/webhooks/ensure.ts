@@ -1,5 +1,6 @@
 import type { Db } from '../db/connect.js';
 import { storableText } from '../db/storableText.js';
+import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { PartnerApi } from '../partner-api/client.js';
 import type { Webhook } from '../partner-api/webhooksSchema.js';
@@ -67,12 +68,30 @@ export interface EnsureDeps {
   readonly haveConfiguredSecrets: boolean;
 }
 
-/** `run` with WEBHOOK_PUBLIC_URL: makes sure exactly one webhook with that URL exists. */
+/** What `ensureRegistration` did: its plan, and the duplicates the platform did not delete. */
+export interface EnsureOutcome extends EnsurePlan {
+  /** Of `remove`, those whose delete failed: still on the platform, to be tried again later. */
+  readonly undeleted: readonly string[];
+}
+
+/**
+ * Duplicates whose failed delete was logged as a warning in this process: the health run tries
+ * again every few minutes, and a refusal that lasts (a 4xx, an id the list altered) would
+ * otherwise repeat the same warning forever. Later failures of one go to debug.
+ */
+const warnedUndeletable = new Set<string>();
+
+/**
+ * `run` with WEBHOOK_PUBLIC_URL: makes sure exactly one webhook with that URL exists. A duplicate
+ * the platform does not delete is logged and left (see `undeleted`), never a failure: the webhook
+ * kept has its secret stored and works, and a failure here would stop the health checks after it
+ * at every run for as long as the platform refuses.
+ */
 export async function ensureRegistration(
   deps: EnsureDeps,
   url: string,
   signal?: AbortSignal,
-): Promise<EnsurePlan> {
+): Promise<EnsureOutcome> {
   const { api, db, log } = deps;
   await deps.secrets.refresh(db);
   const listed = deps.secrets.scrubListed(await api.webhooks.list(signal));
@@ -92,11 +111,28 @@ export async function ensureRegistration(
     );
     log.info({ webhookId: created.id }, 'webhook registered for WEBHOOK_PUBLIC_URL');
   }
+  const undeleted: string[] = [];
   for (const id of plan.remove) {
-    await api.webhooks.delete(id, signal);
+    try {
+      await api.webhooks.delete(id, signal);
+    } catch (error) {
+      // Shutdown, not the platform's answer: the run stops here as anywhere else.
+      if (signal?.aborted) throw error;
+      undeleted.push(id);
+      // The platform's text may echo a signing secret (the refused webhook's own): hidden as a
+      // listed webhook's last_error is, before it is logged.
+      const err = deps.secrets.scrubListed([{ last_error: describeError(error) }])[0]?.last_error;
+      const level = warnedUndeletable.has(id) ? 'debug' : 'warn';
+      warnedUndeletable.add(id);
+      log[level](
+        { webhookId: id, err },
+        'duplicate webhook for WEBHOOK_PUBLIC_URL not deleted: tried again at the next health run (`review-mirror webhooks delete` deletes it by hand)',
+      );
+      continue;
+    }
     await markWebhookDeleted(db.knex, db, id);
     log.info({ webhookId: id }, 'duplicate webhook for WEBHOOK_PUBLIC_URL deleted');
   }
   await deps.secrets.refresh(db);
-  return plan;
+  return { ...plan, undeleted };
 }

@@ -58,10 +58,13 @@ export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookR
   const healthJob = async (api: PartnerApi, counts: RunCounts, signal?: AbortSignal) => {
     if (!registrationEnsured && config.webhook.publicUrl !== undefined) {
       const deps = { api, db, secrets, log, haveConfiguredSecrets: config.webhook.secrets.length > 0 };
-      const plan = await ensureRegistration(deps, config.webhook.publicUrl, signal);
-      if (plan.register) addCount(counts, 'registered');
-      addCount(counts, 'removed', plan.remove.length);
-      registrationEnsured = true;
+      const done = await ensureRegistration(deps, config.webhook.publicUrl, signal);
+      if (done.register) addCount(counts, 'registered');
+      addCount(counts, 'removed', done.remove.length - done.undeleted.length);
+      if (done.undeleted.length > 0) addCount(counts, 'not_removed', done.undeleted.length);
+      // A duplicate the platform did not delete is tried again at the next run: one list and one
+      // delete each time (ensure warns once per duplicate), and the health check below goes on.
+      registrationEnsured = done.undeleted.length === 0;
     }
     countHealth(counts, await checkWebhookHealth({ api, db, secrets, log }, signal));
   };

@@ -47,7 +47,7 @@ describe('ensure recognises the webhook it registered', () => {
     const configured = 'https://Mirror.Example.com:443/webhooks/review-created';
     expect(await start(configured)).toMatchObject({ register: true });
     for (let restart = 0; restart < 2; restart++) {
-      expect(await start(configured)).toEqual({ keep: 'wh_1', register: false, remove: [] });
+      expect(await start(configured)).toEqual({ keep: 'wh_1', register: false, remove: [], undeleted: [] });
     }
     expect(listed).toHaveLength(1);
     expect(deleted).toEqual([]);
@@ -57,7 +57,7 @@ describe('ensure recognises the webhook it registered', () => {
     listed.length = 0;
     id = (n) => `wh\u0000${n}`;
     expect(await start(URL)).toMatchObject({ register: true });
-    expect(await start(URL)).toEqual({ keep: 'wh\u00001', register: false, remove: [] });
+    expect(await start(URL)).toEqual({ keep: 'wh\u00001', register: false, remove: [], undeleted: [] });
     expect(listed).toHaveLength(1);
     expect(deleted).toEqual([]);
     const row = await fx.db.knex(fx.db.table('webhooks')).where({ id: 'wh\uFFFD1' }).first();
@@ -67,7 +67,12 @@ describe('ensure recognises the webhook it registered', () => {
   it('deletes a duplicate whose id holds U+0000 on the platform and here', async () => {
     // A second registration of the URL, by another replica whose answer was lost: not ours.
     listed.push({ id: 'wh\u00002', url: URL, events: ['review.created'] });
-    expect(await start(URL)).toEqual({ keep: 'wh\u00001', register: false, remove: ['wh\u00002'] });
+    expect(await start(URL)).toEqual({
+      keep: 'wh\u00001',
+      register: false,
+      remove: ['wh\u00002'],
+      undeleted: [],
+    });
     expect(deleted).toEqual(['wh\u00002']);
     const row = await fx.db.knex(fx.db.table('webhooks')).where({ id: 'wh\uFFFD2' }).first();
     expect(row.deleted_at).not.toBeNull();

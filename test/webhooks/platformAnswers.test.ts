@@ -58,7 +58,7 @@ describe('webhook answers of other shapes', () => {
       { id: 'wh_1', url: URL, created_at: 'yesterday', last_error: 'HTTP 500: \u0000', is_active: 'false' },
       { id: 'wh_2', url: 'https://other.example.com/x', created_at: 'Tue, 24 Nov 2026 10:00:00 GMT' },
     ];
-    expect(await ensure()).toEqual({ keep: 'wh_1', register: false, remove: [] });
+    expect(await ensure()).toEqual({ keep: 'wh_1', register: false, remove: [], undeleted: [] });
     expect(await stored()).toMatchObject({
       signing_secret: SECRET,
       is_active: false,
@@ -72,7 +72,7 @@ describe('webhook answers of other shapes', () => {
     const deep = `${'['.repeat(6_000)}${']'.repeat(6_000)}`;
     listedText = `[{"id":"wh_1","url":${JSON.stringify(URL)},"last_error":{"detail":${deep}}}]`;
     try {
-      expect(await ensure()).toEqual({ keep: 'wh_1', register: false, remove: [] });
+      expect(await ensure()).toEqual({ keep: 'wh_1', register: false, remove: [], undeleted: [] });
       expect((await stored()).last_error).toContain(DEEPER_NOT_KEPT);
     } finally {
       listedText = undefined;
@@ -179,8 +179,8 @@ describe('a registration answer whose events or url are of another shape', () =>
     shape = (id) => ({ id, url: URL, events: ['review.created'] });
     listed = [{ id: 'wh_other', url: URL, events: 'review.updated' }];
     // Configured secrets would otherwise keep it as ours, none configured would delete it.
-    expect(await ensure(true)).toEqual({ keep: undefined, register: true, remove: [] });
-    expect(await ensure(false)).toEqual({ keep: 'wh_2', register: false, remove: [] });
+    expect(await ensure(true)).toEqual({ keep: undefined, register: true, remove: [], undeleted: [] });
+    expect(await ensure(false)).toEqual({ keep: 'wh_2', register: false, remove: [], undeleted: [] });
     expect(deleted).toEqual([]);
     expect(listed.map((w) => w.id)).toEqual(['wh_other', 'wh_2']);
   });
