@@ -1,4 +1,4 @@
-import { validate as validateCron } from 'node-cron';
+import { createTask as createCronTask, validate as validateCron } from 'node-cron';
 import { z } from 'zod';
 import { FatalError } from '../errors.js';
 import { MIN_SECRET_LENGTH } from '../log.js';
@@ -108,12 +108,41 @@ function webhookSecretsOf(value: string): string[] {
     .filter((s) => s.length > 0);
 }
 
+/**
+ * Whether the scheduler would find a next run for `expression`. node-cron validates each field on
+ * its own, so an expression whose fields never hold at once (days 1-7 on the second Monday) is
+ * valid to it, and then never runs. The next run is asked of a task of node-cron itself, never
+ * started, so this check and the scheduler's cannot disagree.
+ */
+function hasNextRun(expression: string): boolean {
+  const task = createCronTask(expression, () => {});
+  try {
+    return task.getNextRuns(1).length > 0;
+  } catch {
+    // node-cron's "Could not find next matching date": nothing matches for a century ahead.
+    return false;
+  } finally {
+    // createTask adds the task to node-cron's registry of tasks: it must not stay there.
+    void task.destroy();
+  }
+}
+
 const cron = (fallback: string) =>
   z
     .string()
     .trim()
     .default(fallback)
-    .refine((v) => v === 'off' || validateCron(v), 'must be a cron expression (e.g. "*/5 * * * *") or "off"');
+    .superRefine((v, ctx) => {
+      if (v === 'off') return;
+      if (!validateCron(v)) {
+        ctx.addIssue({ code: 'custom', message: 'must be a cron expression (e.g. "*/5 * * * *") or "off"' });
+      } else if (!hasNextRun(v)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `("${v}") matches no time: its fields never hold at once, so the job would never run; correct it, or set "off" to not schedule the job`,
+        });
+      }
+    });
 
 const httpUrl = z
   .string()

@@ -5,10 +5,23 @@ import { type CsvError, parse } from 'csv-parse';
 import { MAX_JSON_DEPTH, TOO_DEEP, unstorableReason } from '../db/storableText.js';
 import { FatalError } from '../errors.js';
 
-/** A record of an export file: its fields by column name, and the physical line it starts on. */
+/**
+ * A record of an export file: its fields by column name, and the physical line it starts on.
+ * `fields` has no prototype (see `newFields`): a column the record lacks is undefined whatever its
+ * name, `constructor` or `toString` too.
+ */
 export interface FileRecord {
   readonly line: number;
   readonly fields: Readonly<Record<string, string>>;
+}
+
+/**
+ * The fields of a new record. Column names come from the file and the configuration: on a plain
+ * object, one that Object.prototype has (`constructor`, `toString`) read a function where the
+ * record lacks it, and a JSON key `__proto__` set the prototype instead of being kept.
+ */
+function newFields(): Record<string, string> {
+  return Object.create(null) as Record<string, string>;
 }
 
 /** A line that could not be read as a record: reported with its line number, never dropped silently. */
@@ -278,7 +291,7 @@ function jsonLineItem(
     return { error: { line, field: '(line)', reason: 'is not a JSON object' } };
   }
   const problems = jsonKeyProblems(trimmed);
-  const fields: Record<string, string> = {};
+  const fields: Record<string, string> = newFields();
   for (const [k, v] of Object.entries(value)) {
     if (!read(k)) continue;
     const problem = problems?.get(k);
@@ -477,7 +490,7 @@ async function* readCsv(
       yield { error: { line, field: '(row)', reason } };
       continue;
     }
-    const fields: Record<string, string> = {};
+    const fields: Record<string, string> = newFields();
     header.forEach((name, i) => {
       if (read(name)) fields[name] = item.record[i]!;
     });

@@ -1,6 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { getTasks } from 'node-cron';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import {
@@ -92,6 +93,47 @@ describe('parseConfig', () => {
       expect(() => parseConfig({ [name]: '2147484' }), name).toThrow(new RegExp(`${name} must be at most`));
     }
     expect(parseConfig({ JOB_LEASE_SECONDS: '2147483' }).jobs.leaseSeconds).toBe(2_147_483);
+  });
+
+  // Valid field by field to node-cron, which then finds no next run: the job would never run.
+  it.each([
+    ['SYNC_REVIEWS_CRON', '0 0 1-7 * 1#2'],
+    ['SYNC_DIRECTORY_CRON', '0 0 L-30 2 *'],
+    ['SYNC_RECONCILE_CRON', '0 9 1-7 * MON#3'],
+    ['CRM_INBOX_CRON', '*/10 0 0 8-31 * 1#1'],
+    ['WEBHOOK_HEALTH_CRON', '0 0 1-7 * 1#2'],
+  ])('refuses %s=%s, a schedule that never runs, saying so', (variable, expression) => {
+    expect(() => parseConfig({ [variable]: expression })).toThrow(
+      new ConfigError(
+        `invalid configuration: ${variable} ("${expression}") matches no time: its fields never hold at once, so the job would never run; correct it, or set "off" to not schedule the job`,
+      ),
+    );
+  });
+
+  it('takes schedules that run, however rarely, and "off"', () => {
+    const config = parseConfig({
+      SYNC_REVIEWS_CRON: '*/5 * * * *',
+      SYNC_DIRECTORY_CRON: ' 0 0 29 2 * ',
+      SYNC_RECONCILE_CRON: 'off',
+      CRM_INBOX_CRON: '* * * * * *',
+      WEBHOOK_HEALTH_CRON: '0 0 8-14 * 1#2',
+    });
+    expect(config.sync).toMatchObject({
+      reviewsCron: '*/5 * * * *',
+      directoryCron: '0 0 29 2 *',
+      reconcileCron: 'off',
+    });
+    expect(config.contacts.inboxCron).toBe('* * * * * *');
+    expect(config.webhook.healthCron).toBe('0 0 8-14 * 1#2');
+    // The defaults run too.
+    expect(() => parseConfig({})).not.toThrow();
+  });
+
+  it('leaves no task of its checks in node-cron', () => {
+    const before = getTasks().size;
+    parseConfig({ SYNC_REVIEWS_CRON: '*/5 * * * *' });
+    expect(() => parseConfig({ SYNC_REVIEWS_CRON: '0 0 1-7 * 1#2' })).toThrow(ConfigError);
+    expect(getTasks().size).toBe(before);
   });
 
   it('refuses an events lease shorter than twice the request timeout, naming both variables and values', () => {

@@ -4,8 +4,10 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfigFile } from '../../src/config/configFile.js';
 import { ConfigError } from '../../src/config/schema.js';
-import { requiredColumnsOf, toContactRow } from '../../src/push/contacts/contactRow.js';
+import { columnsReadOf, requiredColumnsOf, toContactRow } from '../../src/push/contacts/contactRow.js';
 import { planPush } from '../../src/push/contacts/planPush.js';
+import { eventsOfRow } from '../../src/push/events/contactRules.js';
+import { readRecords } from '../../src/push/readRecords.js';
 
 const mapping = loadConfigFile(undefined).contacts;
 const row = (fields: Record<string, string>, line = 2) => toContactRow({ line, fields }, mapping);
@@ -39,6 +41,90 @@ describe('toContactRow', () => {
     [{ name: 'no email column' }, 'email', 'column "email" is not in the file'],
   ])('rejects %o on %s: %s', (fields, field, reason) => {
     expect(row(fields, 7)).toEqual({ line: 7, field, reason });
+  });
+});
+
+describe('columns named like what Object.prototype has', () => {
+  /** Reads a JSON Lines export as a contacts push does: each record a contact row or a rejection, and the events its rules fire. */
+  async function pushRead(yaml: string, jsonl: string) {
+    const dir = await mkdtemp(join(tmpdir(), 'rm-proto-'));
+    await writeFile(join(dir, 'map.yaml'), yaml);
+    await writeFile(join(dir, 'export.jsonl'), jsonl);
+    const config = loadConfigFile(join(dir, 'map.yaml'));
+    const read = {
+      requiredColumns: requiredColumnsOf(config.contacts, config.events.rules),
+      columnsRead: columnsReadOf(config.contacts, config.events.rules),
+    };
+    const out: unknown[] = [];
+    for await (const item of readRecords(join(dir, 'export.jsonl'), read)) {
+      if ('error' in item) {
+        out.push(item.error);
+        continue;
+      }
+      const row = toContactRow(item.record, config.contacts);
+      out.push(
+        'key' in row ? { row, events: eventsOfRow(item.record.fields, row, config.events.rules) } : row,
+      );
+    }
+    return out;
+  }
+
+  // A JSON Lines object may leave out any key: a mapped column it lacks read Object.prototype's
+  // function, whose trim() threw a TypeError, which failed the whole file on every run.
+  it('reads a mapped column a row lacks as missing, not as a function of Object.prototype', async () => {
+    const yaml = [
+      'contacts:',
+      '  columns: { external_id: constructor, name: toString }',
+      'events:',
+      '  rules: [{ name: flag, column: hasOwnProperty, equals: "yes", event_type: contact.flagged }]',
+      '',
+    ].join('\n');
+    const jsonl = [
+      '{"email":"a@example.com"}',
+      '{"email":"b@example.com","constructor":"crm-2","toString":"Bo","hasOwnProperty":"yes"}',
+    ].join('\n');
+    expect(await pushRead(yaml, jsonl)).toEqual([
+      {
+        row: expect.objectContaining({
+          key: 'a@example.com',
+          contact: { email: 'a@example.com', name: null, external_id: null, professional_id: null },
+        }),
+        events: [],
+      },
+      {
+        row: expect.objectContaining({
+          key: 'crm-2',
+          contact: { email: 'b@example.com', name: 'Bo', external_id: 'crm-2', professional_id: null },
+        }),
+        events: [expect.objectContaining({ eventType: 'contact.flagged', email: 'b@example.com' })],
+      },
+    ]);
+  });
+
+  it('fires no event of a rule whose column a row lacks', async () => {
+    const yaml =
+      'events:\n  rules: [{ name: flag, column: valueOf, equals: "yes", event_type: contact.flagged }]\n';
+    const jsonl = '{"email":"a@example.com"}\n{"email":"b@example.com","valueOf":"yes"}\n';
+    expect(await pushRead(yaml, jsonl)).toEqual([
+      { row: expect.objectContaining({ key: 'a@example.com' }), events: [] },
+      {
+        row: expect.objectContaining({ key: 'b@example.com' }),
+        events: [
+          expect.objectContaining({
+            key: 'rule:flag:b@example.com:yes',
+            metadata: { rule: 'flag', valueOf: 'yes', external_id: null },
+          }),
+        ],
+      },
+    ]);
+  });
+
+  it('rejects a row without the email column the mapping names, as any row without it', async () => {
+    const jsonl = '{"email":"a@example.com"}\n{"constructor":"b@example.com"}\n';
+    expect(await pushRead('contacts:\n  columns: { email: constructor }\n', jsonl)).toEqual([
+      { line: 1, field: 'email', reason: 'column "constructor" is not in the file' },
+      expect.objectContaining({ row: expect.objectContaining({ key: 'b@example.com' }) }),
+    ]);
   });
 });
 

@@ -417,6 +417,52 @@ describe('readRecords: a bad record costs that record, a file not read to its en
     expect(records(items).map((r) => r.line)).toEqual([4]);
   });
 
+  it('keeps a JSON Lines key or CSV column named __proto__ as a column, and reads no column a record lacks from Object.prototype', async () => {
+    const jsonl = [
+      '{"email":"a@example.com","__proto__":"vip"}',
+      '{"email":"b@example.com","__proto__":{"tier":2}}',
+      '{"email":"c@example.com","__proto__":"a\\u0000b"}',
+    ].join('\n');
+    const items = await read('proto.jsonl', jsonl);
+    // Assigned to a plain object, the key set its prototype (a string was ignored): it was gone,
+    // and its value never checked.
+    expect(records(items).map((r) => [r.line, Object.entries(r.fields)])).toEqual([
+      [
+        1,
+        [
+          ['email', 'a@example.com'],
+          ['__proto__', 'vip'],
+        ],
+      ],
+      [
+        2,
+        [
+          ['email', 'b@example.com'],
+          ['__proto__', '{"tier":2}'],
+        ],
+      ],
+    ]);
+    const nul = 'holds a NUL character (U+0000), which cannot be stored';
+    expect(errors(items)).toEqual([{ line: 3, field: '__proto__', reason: nul }]);
+    const csv = records(await read('proto.csv', 'email,__proto__\na@example.com,vip\n'));
+    expect(csv.map((r) => Object.entries(r.fields))).toEqual([
+      [
+        ['email', 'a@example.com'],
+        ['__proto__', 'vip'],
+      ],
+    ]);
+    // A column like any other, read by its name (a variable: linters take `.__proto__` for the accessor).
+    const column = '__proto__';
+    const onlyIt = await read('read.jsonl', jsonl, { columnsRead: new Set([column]) });
+    expect(records(onlyIt).map((r) => r.fields[column])).toEqual(['vip', '{"tier":2}']);
+    // A column the record lacks is undefined, whatever its name: never a function of Object.prototype.
+    for (const { fields } of [...records(items), ...csv]) {
+      for (const name of ['constructor', 'toString', 'hasOwnProperty', 'valueOf']) {
+        expect(fields[name], name).toBeUndefined();
+      }
+    }
+  });
+
   it('reads a JSON Lines line however it is cut into chunks, and fails the file at one over 16 MiB', async () => {
     const chunks = ['{"email":"a@', 'example.com"', ',"name":"A"}\r', '\n\n{"email"', ':"b@example.com"}'];
     expect(records(await readAll(Readable.from(chunks), [], { format: 'jsonl' }))).toEqual([
