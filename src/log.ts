@@ -16,6 +16,20 @@ export const MIN_SECRET_LENGTH = 6;
 export const JSON_ESCAPE_DEPTH = 3;
 
 /**
+ * How many UTF-16 units of values, together, the scrubber builds regular expressions from: the
+ * shortest values first, each whole. The pattern of a value as it is or JSON-escaped once takes
+ * some 25 pattern characters for each of its characters, and V8 compiles it (at its first use)
+ * recursively along its length: from 2,945 units of `"` or `\n` (6,177 of letters) on, it
+ * overflows the stack on Node 20, and every exec throws a SyntaxError. Compiling also takes longer
+ * than the units grow (measured: 64 units 5 ms, 512 units 50 to 80 ms, 100 values of 64 units
+ * 0.7 s). Real keys and secrets are 32 to 64 units, a database URL (a secret too) some 100: 512
+ * takes several, keeps the compiling within 0.1 s, once, and stays 5.7 times below the overflow,
+ * room for a scrub called with most of the stack already used. The other values are found
+ * without such patterns: see `SecretScrubber`.
+ */
+export const PATTERN_BUDGET = 512;
+
+/**
  * Values that must never leave the process in a log line. Redaction by path catches the known
  * fields; this catches the same values anywhere else (an error message, a URL, a nested body).
  * Secrets learned at run time (a signing secret read from the database) are added to it.
@@ -25,6 +39,19 @@ export const JSON_ESCAPE_DEPTH = 3;
  * it scrubs is often JSON (a platform's answer before it is parsed, a log line), where any
  * character may be written as `\uXXXX` and encoders differ in what they escape (PHP `\/`, Go
  * `\u003c`). The replacement takes whole escapes, so scrubbed JSON stays JSON.
+ *
+ * The values beyond `PATTERN_BUDGET` (the longest, as a value of thousands of units from the
+ * platform or the configuration: no real secret is one) are found in the same forms by the matcher
+ * that reads the text unit by unit, only their first two characters in a pattern: twice as slow
+ * on a page (27 µs against 14 µs), never too long to compile. So is every value, more slowly,
+ * should a pattern fail to compile or run anyway: `scrub` never throws for a value, whatever its
+ * length, nor returns a text with a value left in it.
+ *
+ * Scrubber limits: at each place a text begins like a value beyond `PATTERN_BUDGET`, finding it
+ * costs as many steps as the text goes on like it, so a text made of many long beginnings of such
+ * a value (never one of a real secret) takes the product of the two lengths. Should even the
+ * matcher without patterns throw (the stack at its end where `scrub` was called), the whole text
+ * is `[REDACTED]`.
  */
 export class SecretScrubber {
   readonly #values = new Set<string>();
@@ -43,54 +70,90 @@ export class SecretScrubber {
 
   scrub(text: string): string {
     if (this.#values.size === 0) return text;
-    this.#patterns ??= anyEscapingOf(this.#values);
-    const { starts, alternatives, shallow, spaced } = this.#patterns;
-    // Most texts (an API page, a log line) hold no backslash escaped again and no percent-encoding
-    // (nor a `+`, where a value has a space): in them a value can only be as it is or JSON-escaped
-    // once, which one regular expression finds some 15 times faster than the matcher of every
-    // form below (17 µs against 300 µs on a page of 100 reviews).
-    if (!text.includes('\\\\') && !text.includes('%') && !(spaced && text.includes('+'))) {
-      return scrubShallow(text, shallow);
-    }
-    let out = '';
-    let from = 0;
-    // A boundary between JSON escapes (or plain characters) at or after `from`: reading on from
-    // there tells whether a match begins inside an escape. Only read when a match is found, and
-    // never twice over the same text.
-    let boundary = 0;
-    // exec, not matchAll: matchAll copies the pattern at every call, which costs more than the
-    // search on a short text (a log line).
-    starts.lastIndex = 0;
-    for (let start = starts.exec(text); start !== null; start = starts.exec(text)) {
-      const matchEnd = matchAt(text, start.index, alternatives);
-      if (matchEnd < 0) {
-        starts.lastIndex = start.index + 1;
-        continue;
+    try {
+      this.#patterns ??= patternsOf(this.#values);
+      return scrubWith(text, this.#patterns);
+    } catch {
+      // A pattern V8 could not compile or run (none should: see PATTERN_BUDGET). Kept as it was,
+      // it would throw again at every call, every log line. From now on every value is found
+      // without patterns built from it, in the same forms.
+      const every = unpatterned(this.#values);
+      this.#patterns = { short: undefined, long: { every, shallow: every }, spaced: true };
+      try {
+        return scrubForms(text, every);
+      } catch {
+        // Not even that (the stack already at its end where this was called): nothing of the
+        // text, rather than a secret in it.
+        return text.endsWith('\n') ? `${REDACTED}\n` : REDACTED;
       }
-      let first = start.index;
-      while (boundary < first) {
-        const next = boundary + escapeLength(text, boundary);
-        if (next > first) break;
-        boundary = next;
-      }
-      // A match inside an escape (`\nsecret`, `\u0041…` with the secret starting at "0041") takes
-      // the escape along: left alone, its backslash would escape "[" and break the JSON.
-      if (boundary < first) first = boundary;
-      else first -= innerEscapeRun(text, first, from);
-      let end = first;
-      while (end < matchEnd) end += escapeLength(text, end);
-      out += `${text.slice(from, first)}${REDACTED}`;
-      from = end;
-      boundary = end;
-      starts.lastIndex = end;
     }
-    return from === 0 ? text : out + text.slice(from);
   }
 }
 
 const REDACTED = '[REDACTED]';
 const BACKSLASH = 0x5c;
+const PERCENT = 0x25;
+const PLUS = 0x2b;
 const HEX4 = /^[0-9a-fA-F]{4}$/;
+
+function scrubWith(text: string, { short, long, spaced }: Patterns): string {
+  // Most texts (an API page, a log line) hold no backslash escaped again and no percent-encoding
+  // (nor a `+`, where a value has a space): in them a value can only be as it is or JSON-escaped
+  // once, which one regular expression finds some 15 times faster than the matcher of every
+  // form (17 µs against 300 µs on a page of 100 reviews).
+  const shallow = !text.includes('\\\\') && !text.includes('%') && !(spaced && text.includes('+'));
+  // The long values first: whole, they win over a shorter value found inside one. `[REDACTED]`
+  // brings no backslash, `%` or `+`: a shallow text stays one.
+  const out = long === undefined ? text : scrubForms(text, shallow ? long.shallow : long.every);
+  if (short === undefined) return out;
+  return shallow ? scrubShallow(out, short.shallow) : scrubForms(out, short);
+}
+
+/** Every form of the values of `matcher` in `text` redacted, whole escapes with them. */
+function scrubForms(text: string, { starts, alternatives }: Matcher): string {
+  let out = '';
+  let from = 0;
+  // A boundary between JSON escapes (or plain characters) at or after `from`: reading on from
+  // there tells whether a match begins inside an escape. Only read when a match is found, and
+  // never twice over the same text.
+  let boundary = 0;
+  for (let start = nextStart(text, 0, starts); start >= 0; ) {
+    const matchEnd = matchAt(text, start, alternatives);
+    if (matchEnd < 0) {
+      start = nextStart(text, start + 1, starts);
+      continue;
+    }
+    let first = start;
+    while (boundary < first) {
+      const next = boundary + escapeLength(text, boundary);
+      if (next > first) break;
+      boundary = next;
+    }
+    // A match inside an escape (`\nsecret`, `\u0041…` with the secret starting at "0041") takes
+    // the escape along: left alone, its backslash would escape "[" and break the JSON.
+    if (boundary < first) first = boundary;
+    else first -= innerEscapeRun(text, first, from);
+    let end = first;
+    while (end < matchEnd) end += escapeLength(text, end);
+    out += `${text.slice(from, first)}${REDACTED}`;
+    from = end;
+    boundary = end;
+    start = nextStart(text, end, starts);
+  }
+  return from === 0 ? text : out + text.slice(from);
+}
+
+/** Where in `text`, at `from` or after it, a match may begin (see `Matcher`), or -1. */
+function nextStart(text: string, from: number, starts: RegExp | Set<number>): number {
+  if (starts instanceof Set) {
+    for (let i = from; i < text.length; i++) if (starts.has(text.charCodeAt(i))) return i;
+    return -1;
+  }
+  // exec, not matchAll: matchAll copies the pattern at every call, which costs more than the
+  // search on a short text (a log line).
+  starts.lastIndex = from;
+  return starts.exec(text)?.index ?? -1;
+}
 
 /** The length of the JSON string escape (or plain character) at `text[i]`. */
 function escapeLength(text: string, i: number): number {
@@ -115,12 +178,74 @@ function innerEscapeRun(text: string, index: number, floor: number): number {
 }
 
 /**
- * Every value in each of its forms and depths of JSON escaping, the longer value first (wins a
- * prefix), then the deeper escaping (`x\\\\` wins over `x\\` for a value ending in a backslash);
- * and one pattern for the first two characters of each, which finds where a match may begin.
+ * The shortest values, up to `PATTERN_BUDGET` units together, with all their patterns; the others
+ * with patterns for their first two characters only.
  */
-function anyEscapingOf(values: Iterable<string>): Patterns {
+function patternsOf(values: ReadonlySet<string>): Patterns {
   const escapes = new JsonEscapes();
+  const short: string[] = [];
+  const long: string[] = [];
+  let units = 0;
+  // Every long value is longer than every short one (or as long): found first, whole, it never
+  // takes part of a short one.
+  for (const value of [...values].sort((a, b) => a.length - b.length)) {
+    units += value.length;
+    (units <= PATTERN_BUDGET ? short : long).push(value);
+  }
+  // The longer value first in `shallow` too: it wins a prefix.
+  short.reverse();
+  return {
+    short:
+      short.length === 0
+        ? undefined
+        : {
+            ...patterned(short, escapes),
+            shallow: new RegExp(short.map((v) => escapes.asIsOrOnce(v)).join('|'), 'g'),
+          },
+    long: long.length === 0 ? undefined : patternedLong(long, escapes),
+    spaced: [...values].some((v) => v.includes(' ')),
+  };
+}
+
+/**
+ * Long `values` for any text, and for a shallow one (see `scrubWith`): there only as they are or
+ * JSON-escaped once, their first two characters found as `shallow` finds short values, which is
+ * some 10 times faster than the pattern for every form at every depth.
+ */
+function patternedLong(values: readonly string[], escapes: JsonEscapes): Patterns['long'] {
+  const every = patterned(values, escapes);
+  const firstTwo = values.map((v) => escapes.asIsOrOnce(v.slice(0, 2)));
+  return {
+    every,
+    shallow: {
+      starts: new RegExp([...new Set(firstTwo)].join('|'), 'g'),
+      alternatives: every.alternatives.filter((a) => a.depth <= 1),
+    },
+  };
+}
+
+/** `values` with one pattern for the first two characters of each form at each depth. */
+function patterned(values: readonly string[], escapes: JsonEscapes): Matcher {
+  const alternatives = alternativesOf(values);
+  const starts = new Set(alternatives.map((a) => escapes.source(a.form.slice(0, 2), a.depth)));
+  return { starts: new RegExp([...starts].join('|'), 'g'), alternatives };
+}
+
+/**
+ * `values` with no pattern built from them: a match may begin at any of their first units, or at
+ * the `\` of an escape, the `%` of a percent-encoding or the `+` for a space (see `matchUnit`).
+ */
+function unpatterned(values: ReadonlySet<string>): Matcher {
+  const starts = new Set([BACKSLASH, PERCENT, PLUS]);
+  for (const value of values) starts.add(value.charCodeAt(0));
+  return { starts, alternatives: alternativesOf(values) };
+}
+
+/**
+ * Every value in each of its forms and depths of JSON escaping, the longer value first (wins a
+ * prefix), then the deeper escaping (`x\\\\` wins over `x\\` for a value ending in a backslash).
+ */
+function alternativesOf(values: Iterable<string>): Alternative[] {
   const alternatives: Alternative[] = [];
   for (const value of values) {
     const forms = [urlForms(value, false)];
@@ -129,18 +254,10 @@ function anyEscapingOf(values: Iterable<string>): Patterns {
     if (value.includes('%')) forms.push(urlForms(value, true));
     for (const form of forms) {
       for (let depth = 0; depth <= JSON_ESCAPE_DEPTH; depth++)
-        alternatives.push({ length: value.length, depth, form });
+        alternatives.push({ length: value.length, depth, form, first: value.charCodeAt(0) });
     }
   }
-  alternatives.sort((a, b) => b.length - a.length || b.depth - a.depth);
-  const starts = new Set(alternatives.map((a) => escapes.source(a.form.slice(0, 2), a.depth)));
-  const sorted = [...new Set(values)].sort((a, b) => b.length - a.length);
-  return {
-    starts: new RegExp([...starts].join('|'), 'g'),
-    alternatives,
-    shallow: new RegExp(sorted.map((v) => escapes.asIsOrOnce(v)).join('|'), 'g'),
-    spaced: sorted.some((v) => v.includes(' ')),
-  };
+  return alternatives.sort((a, b) => b.length - a.length || b.depth - a.depth);
 }
 
 /** `SecretScrubber.scrub` where no value can be escaped twice or URL-encoded: see there. */
@@ -160,28 +277,50 @@ function scrubShallow(text: string, pattern: RegExp): string {
 }
 
 /**
- * `starts` is a small pattern, fast to search with: the first two characters of every form at
- * every depth. Only where it matches are the alternatives tried, one after the other, each by
- * `matchForm`: a whole pattern for them all would be large, slow to build and slow to run.
+ * The values within `PATTERN_BUDGET` (`short`) and the longer ones beyond it (`long`), undefined
+ * when there are none.
  */
 interface Patterns {
-  starts: RegExp;
-  alternatives: Alternative[];
-  /** Every value as it is or JSON-escaped once, for the texts that can hold no other form. */
-  shallow: RegExp;
+  short: ShortPatterns | undefined;
+  /** For any text, and for a shallow one (see `scrubWith`). */
+  long: { every: Matcher; shallow: Matcher } | undefined;
   /** Whether a value holds a space, which a URL-encoding may write as `+`. */
   spaced: boolean;
+}
+
+/**
+ * `starts` finds where a match may begin, fast: a small pattern of the first two characters of
+ * every form at every depth, or (see `unpatterned`) the units such a form may begin with. Only
+ * there are the alternatives tried, one after the other, each by `matchForm`: a whole pattern for
+ * them all would be large, slow to build and slow to run.
+ */
+interface Matcher {
+  starts: RegExp | Set<number>;
+  alternatives: Alternative[];
+}
+
+interface ShortPatterns extends Matcher {
+  /** Every value as it is or JSON-escaped once, for the texts that can hold no other form. */
+  shallow: RegExp;
 }
 
 interface Alternative {
   length: number;
   depth: number;
   form: Form;
+  /** The value's first UTF-16 unit. */
+  first: number;
 }
 
 /** Where the first alternative found at `text[index]` ends, or -1. */
 function matchAt(text: string, index: number, alternatives: readonly Alternative[]): number {
-  for (const { form, depth } of alternatives) {
+  // A form begins with its value's first unit, or with the `\` of an escape, the `%` of a
+  // percent-encoding or the `+` for a space: where the text has another unit, only the values
+  // beginning with it are tried (a few, among hundreds of alternatives when there are many values).
+  const unit = text.charCodeAt(index);
+  const any = unit === BACKSLASH || unit === PERCENT || unit === PLUS;
+  for (const { form, depth, first } of alternatives) {
+    if (!any && first !== unit) continue;
     const end = matchForm(text, index, form, depth);
     if (end >= 0) return end;
   }

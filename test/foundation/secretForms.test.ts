@@ -1,5 +1,6 @@
+import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { MIN_SECRET_LENGTH, SecretScrubber } from '../../src/log.js';
+import { MIN_SECRET_LENGTH, makeLogger, PATTERN_BUDGET, SecretScrubber } from '../../src/log.js';
 
 /** A small seeded generator (mulberry32): the same secrets on every run. */
 function random(seed: number): () => number {
@@ -105,4 +106,163 @@ describe('SecretScrubber on generated secrets', () => {
       expect((body as { body: string }).body, `depth ${depth}`).toBe('pre [REDACTED] post');
     }
   });
+});
+
+/** A secret of `length` UTF-16 units drawn from `from` (a character may take two). */
+function longSecret(seed: number, length: number, from: readonly string[]): string {
+  const next = random(seed);
+  let secret = '';
+  while (secret.length < length) secret += from[Math.floor(next() * from.length)]!;
+  return secret;
+}
+
+const LETTERS = [...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'];
+// Long values whose patterns overflowed V8's stack when compiled: 10,000 characters of any kind
+// (twice those that need escaping somewhere), 3,000 `"` between letters, 10,000 letters and digits.
+const LONG = [
+  longSecret(1, 10_000, [...PRINTABLE, ...ODD, ...ODD]),
+  longSecret(2, 3_000, LETTERS)
+    .split('')
+    .map((c) => `"${c}`)
+    .join(''),
+  longSecret(3, 10_000, LETTERS),
+];
+
+/** `forms`, and the secret JSON-escaped three times over. */
+const deepForms = (secret: string) => [...forms(secret), jsonEscaped(jsonEscaped(jsonEscaped(secret)))];
+
+/** The JSON line of `secretForms`' second test: the secret as it is, in a URL and in JSON in JSON. */
+function jsonLine(secret: string): string {
+  const url = encodeURIComponent(secret);
+  const body = JSON.stringify({
+    body: `pre ${secret} post`,
+    url: `https://x/?k=${lowerPercent(url)}&u=${url}`,
+  });
+  return JSON.stringify({ err: body, nested: JSON.stringify({ err: body }), raw: secret });
+}
+
+/** `jsonLine` scrubbed parses back to its shape, the secret redacted in each place, no form of it left. */
+function expectScrubbedLine(scrubbed: string, secret: string, label: string): void {
+  const parsed = JSON.parse(scrubbed) as { err: string; nested: string; raw: string };
+  const inner = JSON.parse(parsed.err) as { body: string; url: string };
+  expect(inner.body, label).toBe('pre [REDACTED] post');
+  expect(inner.url, label).toBe('https://x/?k=[REDACTED]&u=[REDACTED]');
+  expect(parsed.raw, label).toBe('[REDACTED]');
+  expect(JSON.parse((JSON.parse(parsed.nested) as { err: string }).err)).toEqual(inner);
+  for (const leak of deepForms(secret)) expect(scrubbed.includes(leak), label).toBe(false);
+}
+
+describe('SecretScrubber on secrets of thousands of characters', () => {
+  it('scrubs every form of each, JSON-escaped up to three times over, without throwing', () => {
+    for (const [n, secret] of LONG.entries()) {
+      // With ordinary secrets beside it, one of them inside it.
+      const inside = [...secret].slice(100, 130).join('');
+      const scrubber = new SecretScrubber([secret, 'sk_live_abcdef123456', inside]);
+      for (const [f, form] of deepForms(secret).entries()) {
+        const scrubbed = scrubber.scrub(`pre ${form} post`);
+        expect(scrubbed, `secret ${n}, form ${f}`).toBe('pre [REDACTED] post');
+      }
+      expect(scrubber.scrub('a key sk_live_abcdef123456 and a line')).toBe('a key [REDACTED] and a line');
+    }
+  });
+
+  it('keeps JSON valid, a JSON body in a JSON string too, with no form of the secret left', () => {
+    for (const [n, secret] of LONG.entries()) {
+      expectScrubbedLine(new SecretScrubber([secret]).scrub(jsonLine(secret)), secret, `secret ${n}`);
+    }
+  });
+
+  it('scrubs values just within the bound of patterns and just beyond it alike', () => {
+    for (const length of [PATTERN_BUDGET, PATTERN_BUDGET + 1]) {
+      // No character of two units, which the last could cut in two.
+      const secret = longSecret(length, length, [...PRINTABLE, ...ODD.filter((c) => c.length === 1)]);
+      const scrubber = new SecretScrubber([secret]);
+      for (const form of deepForms(secret))
+        expect(scrubber.scrub(`pre ${form} post`), `${length}`).toBe('pre [REDACTED] post');
+      expectScrubbedLine(scrubber.scrub(jsonLine(secret)), secret, `${length}`);
+    }
+  });
+
+  it('scrubs each of many secrets, some beyond the budget of patterns, with the others beside it', () => {
+    const all = [...secrets(60), ...LONG];
+    const scrubber = new SecretScrubber(all);
+    for (const secret of all) {
+      const scrubbed = scrubber.scrub(jsonLine(secret));
+      expect(() => JSON.parse(JSON.parse(JSON.parse(scrubbed).nested).err)).not.toThrow();
+      for (const leak of deepForms(secret))
+        expect(scrubbed.includes(leak), JSON.stringify(secret)).toBe(false);
+    }
+  });
+
+  it('lets a logger built with them log as usual, the secrets redacted', () => {
+    let out = '';
+    const destination = new Writable({
+      write(chunk, _encoding, callback) {
+        out += chunk.toString();
+        callback();
+      },
+    });
+    const log = makeLogger({ level: 'info', scrubber: new SecretScrubber(LONG), destination });
+    for (const secret of LONG) {
+      log.info({ detail: { said: `bad ${secret}` } }, 'pulled');
+      log.error({ err: new Error(`upstream said: ${JSON.stringify({ key: secret })}`) }, 'failed');
+    }
+    log.info('done');
+    const lines = out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { msg: string; detail?: { said: string }; err?: { message: string } });
+    expect(lines.map((l) => l.msg)).toEqual([...LONG.flatMap(() => ['pulled', 'failed']), 'done']);
+    expect(lines[0]!.detail!.said).toBe('bad [REDACTED]');
+    expect(lines[1]!.err!.message).toBe('upstream said: {"key":"[REDACTED]"}');
+    for (const secret of LONG) for (const leak of deepForms(secret)) expect(out.includes(leak)).toBe(false);
+  });
+});
+
+/** `run` with `RegExp` (the constructor `new RegExp` finds; literals are not built by it) replaced. */
+function withRegExp<T>(replacement: RegExpConstructor, run: () => T): T {
+  const original = globalThis.RegExp;
+  globalThis.RegExp = replacement;
+  try {
+    return run();
+  } finally {
+    globalThis.RegExp = original;
+  }
+}
+
+describe('SecretScrubber when a pattern fails', () => {
+  const some = [...secrets(40), LONG[1]!];
+  // V8 parses a pattern when it is built and compiles it at its first use: one too long to compile
+  // makes exec throw a SyntaxError ("Stack overflow"), at every use.
+  const compileFails = new Proxy(RegExp, {
+    construct() {
+      throw new SyntaxError('Invalid regular expression: Stack overflow');
+    },
+  });
+  class RunFails extends RegExp {
+    override exec(): RegExpExecArray | null {
+      throw new SyntaxError('Invalid regular expression: Stack overflow');
+    }
+  }
+
+  for (const [name, replacement] of [
+    ['built', compileFails],
+    ['run', RunFails as unknown as RegExpConstructor],
+  ] as const) {
+    it(`still scrubs every form, never throwing, when one cannot be ${name}`, () => {
+      const scrubbed = withRegExp(replacement, () =>
+        some.map((secret) => {
+          const scrubber = new SecretScrubber([secret]);
+          return {
+            line: scrubber.scrub(jsonLine(secret)),
+            forms: deepForms(secret).map((f) => scrubber.scrub(f)),
+          };
+        }),
+      );
+      for (const [n, secret] of some.entries()) {
+        expectScrubbedLine(scrubbed[n]!.line, secret, JSON.stringify(secret).slice(0, 80));
+        expect(scrubbed[n]!.forms).toEqual(deepForms(secret).map(() => '[REDACTED]'));
+      }
+    });
+  }
 });
