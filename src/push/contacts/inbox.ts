@@ -208,10 +208,7 @@ async function listExports(dir: string): Promise<ExportEntry[]> {
  * or undefined when it is gone (moved or deleted by someone else).
  */
 function lstatIfThere(path: string | Buffer): Promise<Stats | undefined> {
-  return lstat(path).catch((error: NodeJS.ErrnoException) => {
-    if (error.code === 'ENOENT') return undefined;
-    throw error;
-  });
+  return lstat(path).catch(ignoreGone);
 }
 
 interface RunOf {
@@ -430,9 +427,10 @@ const splitExt = (name: string): [string, string] => {
   return [name.slice(0, name.length - ext.length), ext];
 };
 
-/** For a move of what may not be there: anything else failing it is not passed over. */
-function ignoreGone(error: NodeJS.ErrnoException): void {
+/** For what may not be there (gone: undefined); anything else failing is not passed over. */
+function ignoreGone(error: NodeJS.ErrnoException): undefined {
   if (error.code !== 'ENOENT') throw error;
+  return undefined;
 }
 
 /**
