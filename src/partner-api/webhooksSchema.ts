@@ -38,9 +38,36 @@ const events = z
     v === undefined ? [] : Array.isArray(v) && v.every((e) => typeof e === 'string') ? v : null,
   );
 
+/**
+ * An id the platform sends as a JSON number, which the spec does not show (2.4 types it as text):
+ * taken only when JSON.parse read it exactly. One past 2^53 is read as the nearest double
+ * (9007199254740993 as 9007199254740992), and one with a fraction or an exponent may be written
+ * back otherwise than sent: either would name another webhook or none, so matching or deleting by
+ * it is never done. `whenRefused` says what becomes of the webhook.
+ */
+const numericId = (whenRefused: string) =>
+  z.number().superRefine((value, ctx) => {
+    if (Number.isSafeInteger(value)) return;
+    const what = Number.isInteger(value)
+      ? `is a number past 2^53 (read as ${value}), which JSON cannot carry exactly`
+      : `is a number that is not a whole number (read as ${value}), which may be written back otherwise`;
+    ctx.addIssue({
+      code: 'custom',
+      message: `${what}: the id as read may name another webhook; ${whenRefused}`,
+    });
+  });
+
 // Stored as the primary key: a registration whose id cannot be stored is deleted again
-// (src/webhooks/register.ts), so its answer takes any id and the bound is checked there.
-const anyId = z.union([z.string().min(1), z.number()]).transform(String);
+// (src/webhooks/register.ts), so its answer takes any text and the bound is checked there. A
+// number read inexactly cannot be deleted again: that is left to the operator.
+const anyId = z
+  .union([
+    z.string().min(1),
+    numericId(
+      'the webhook was registered, but its secret is not stored and it is not deleted again: delete it by hand (`review-mirror webhooks delete <its id as the platform shows it>`)',
+    ),
+  ])
+  .transform(String);
 
 const webhookFields = {
   url: optionalText,
@@ -51,8 +78,19 @@ const webhookFields = {
   last_error: lastError,
 };
 
+// An entry whose id cannot be used refuses the list, naming it (see webhookListSchema), as the
+// list's other invalid answers do: ensure must not plan on a list with webhooks missing. Were such
+// entries dropped instead, a platform whose ids are all 64-bit numbers (snowflakes) would list
+// none, and every health run would register our URL again, each registration refused in turn.
 export const webhookSchema = z.object({
-  id: z.union([indexedText, z.number()]).transform(String),
+  id: z
+    .union([
+      indexedText,
+      numericId(
+        'no webhook of this list is matched or deleted until it is deleted by hand (`review-mirror webhooks delete <its id as the platform shows it>`)',
+      ),
+    ])
+    .transform(String),
   ...webhookFields,
 });
 export type Webhook = z.infer<typeof webhookSchema>;

@@ -66,6 +66,13 @@ export interface EnsureDeps {
   readonly secrets: SigningSecrets;
   readonly log: Logger;
   readonly haveConfiguredSecrets: boolean;
+  /**
+   * Duplicates whose failed delete was already logged as a warning, kept by a caller that ensures
+   * again and again (the health job, every few minutes): a refusal that lasts (a 4xx) would
+   * otherwise repeat the same warning for ever, so later failures of one go to debug. Without it
+   * every failure warns.
+   */
+  readonly warnedUndeletable?: Set<string>;
 }
 
 /** What `ensureRegistration` did: its plan, and the duplicates the platform did not delete. */
@@ -73,13 +80,6 @@ export interface EnsureOutcome extends EnsurePlan {
   /** Of `remove`, those whose delete failed: still on the platform, to be tried again later. */
   readonly undeleted: readonly string[];
 }
-
-/**
- * Duplicates whose failed delete was logged as a warning in this process: the health run tries
- * again every few minutes, and a refusal that lasts (a 4xx, an id the list altered) would
- * otherwise repeat the same warning forever. Later failures of one go to debug.
- */
-const warnedUndeletable = new Set<string>();
 
 /**
  * `run` with WEBHOOK_PUBLIC_URL: makes sure exactly one webhook with that URL exists. A duplicate
@@ -121,9 +121,9 @@ export async function ensureRegistration(
       undeleted.push(id);
       // The platform's text may echo a signing secret (the refused webhook's own): hidden as a
       // listed webhook's last_error is, before it is logged.
-      const err = deps.secrets.scrubListed([{ last_error: describeError(error) }])[0]?.last_error;
-      const level = warnedUndeletable.has(id) ? 'debug' : 'warn';
-      warnedUndeletable.add(id);
+      const err = deps.secrets.scrub(describeError(error));
+      const level = deps.warnedUndeletable?.has(id) === true ? 'debug' : 'warn';
+      deps.warnedUndeletable?.add(id);
       log[level](
         { webhookId: id, err },
         'duplicate webhook for WEBHOOK_PUBLIC_URL not deleted: tried again at the next health run (`review-mirror webhooks delete` deletes it by hand)',
@@ -131,6 +131,7 @@ export async function ensureRegistration(
       continue;
     }
     await markWebhookDeleted(db.knex, db, id);
+    deps.warnedUndeletable?.delete(id);
     log.info({ webhookId: id }, 'duplicate webhook for WEBHOOK_PUBLIC_URL deleted');
   }
   await deps.secrets.refresh(db);

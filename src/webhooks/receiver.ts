@@ -55,9 +55,11 @@ export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookR
   await untilAborted(secrets.refresh(db), deps.shutdown);
 
   let registrationEnsured = config.webhook.publicUrl === undefined;
+  const warnedUndeletable = new Set<string>();
   const healthJob = async (api: PartnerApi, counts: RunCounts, signal?: AbortSignal) => {
     if (!registrationEnsured && config.webhook.publicUrl !== undefined) {
-      const deps = { api, db, secrets, log, haveConfiguredSecrets: config.webhook.secrets.length > 0 };
+      const haveConfiguredSecrets = config.webhook.secrets.length > 0;
+      const deps = { api, db, secrets, log, haveConfiguredSecrets, warnedUndeletable };
       const done = await ensureRegistration(deps, config.webhook.publicUrl, signal);
       if (done.register) addCount(counts, 'registered');
       addCount(counts, 'removed', done.remove.length - done.undeleted.length);

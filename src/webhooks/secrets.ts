@@ -34,6 +34,15 @@ export class SigningSecrets {
   }
 
   /**
+   * `text` with no secret known here (configured, stored, just registered, the API key): for a
+   * text the platform wrote, or an error quoting it, before it is stored, logged or printed. The
+   * one scrubbing entry point of the webhook code: the other methods scrub through it.
+   */
+  scrub(text: string): string {
+    return this.#scrubber.scrub(text);
+  }
+
+  /**
    * `listed` with no secret known here (configured, stored, just registered, the API key) in the
    * texts the platform writes: a `last_error` may echo the secret a delivery was signed with, and
    * it is stored and printed. Call after `refresh`, so that the stored secrets are known.
@@ -62,7 +71,7 @@ export class SigningSecrets {
 
   #scrubEchoed<W extends EchoedTexts>(webhook: W): W {
     const scrub = <T extends string | null | undefined>(text: T): T =>
-      (typeof text === 'string' ? this.#scrubber.scrub(text) : text) as T;
+      (typeof text === 'string' ? this.scrub(text) : text) as T;
     return {
       ...webhook,
       last_error: scrub(webhook.last_error),
