@@ -1,9 +1,9 @@
-import { createTask as createCronTask, validate as validateCron } from 'node-cron';
 import { z } from 'zod';
 import { FatalError } from '../errors.js';
 import { MIN_SECRET_LENGTH } from '../log.js';
 import { UNKNOWN_OUTCOME_POLICIES, type UnknownOutcomePolicy } from '../push/events/sendPolicy.js';
 import { ENCODINGS, type Encoding } from '../push/readRecords.js';
+import { cronProblem } from './cronSchedule.js';
 
 /**
  * The whole configuration, parsed once from environment variables at start-up.
@@ -65,6 +65,13 @@ const timeoutSeconds = (fallback: number, none: string, why: string, max = MAX_S
   ).default(fallback);
 
 /**
+ * The smallest tolerance of a webhook's timestamp (see WEBHOOK_TOLERANCE_SECONDS): about twice the
+ * oldest a healthy platform's delivery is when checked (up to 1 s from the whole-second stamp,
+ * under a second more of transfer and clock skew), so a slow body or a drifting clock still fits.
+ */
+const MIN_WEBHOOK_TOLERANCE_SECONDS = 5;
+
+/**
  * The longest retention: a century. Far more leaves PostgreSQL's range in the cutoff each prune
  * computes (`now() - make_interval(days => N)`: "timestamp out of range", then "integer out of
  * range"), failing every run; and no one keeps a row longer than this.
@@ -108,25 +115,6 @@ function webhookSecretsOf(value: string): string[] {
     .filter((s) => s.length > 0);
 }
 
-/**
- * Whether the scheduler would find a next run for `expression`. node-cron validates each field on
- * its own, so an expression whose fields never hold at once (days 1-7 on the second Monday) is
- * valid to it, and then never runs. The next run is asked of a task of node-cron itself, never
- * started, so this check and the scheduler's cannot disagree.
- */
-function hasNextRun(expression: string): boolean {
-  const task = createCronTask(expression, () => {});
-  try {
-    return task.getNextRuns(1).length > 0;
-  } catch {
-    // node-cron's "Could not find next matching date": nothing matches for a century ahead.
-    return false;
-  } finally {
-    // createTask adds the task to node-cron's registry of tasks: it must not stay there.
-    void task.destroy();
-  }
-}
-
 const cron = (fallback: string) =>
   z
     .string()
@@ -134,14 +122,8 @@ const cron = (fallback: string) =>
     .default(fallback)
     .superRefine((v, ctx) => {
       if (v === 'off') return;
-      if (!validateCron(v)) {
-        ctx.addIssue({ code: 'custom', message: 'must be a cron expression (e.g. "*/5 * * * *") or "off"' });
-      } else if (!hasNextRun(v)) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `("${v}") matches no time: its fields never hold at once, so the job would never run; correct it, or set "off" to not schedule the job`,
-        });
-      }
+      const problem = cronProblem(v);
+      if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
     });
 
 const httpUrl = z
@@ -368,7 +350,19 @@ export const envSchema = z
         }
       })
       .transform((v) => webhookSecretsOf(v ?? '')),
-    WEBHOOK_TOLERANCE_SECONDS: seconds(300),
+    // How far X-EE-Timestamp may be from this host's clock, either way (spec 6.3 recommends 300).
+    // More than clock skew: the timestamp is in whole seconds (up to 1 s old when stamped), and it
+    // is checked only once the body has crossed the internet and the operator's proxy (some
+    // hundreds of ms), on a clock NTP keeps within tens, at worst hundreds, of ms of the platform's.
+    // At 0 nearly every delivery of a healthy platform was refused (401 stale_timestamp), at 1 or 2
+    // many were, at random. A few seconds more open no hole: a delivery replayed inside the window
+    // is an event already stored (same data.id), answered `duplicate`.
+    WEBHOOK_TOLERANCE_SECONDS: secondsAtMost(MAX_SECONDS, (n) =>
+      n.min(
+        MIN_WEBHOOK_TOLERANCE_SECONDS,
+        `must be at least ${MIN_WEBHOOK_TOLERANCE_SECONDS}: a delivery's timestamp is in whole seconds and is checked once its body has arrived, so even a healthy platform's deliveries are a second or two old here, with both clocks kept by NTP, and less would refuse them (401 stale_timestamp); the platform recommends 300`,
+      ),
+    ).default(300),
     WEBHOOK_MAX_BODY_BYTES: positiveInt(1024 * 1024),
     // A commit takes about 1 ms, but a healthy server's stall for up to ~150 ms behind the WAL's
     // fsync (docs/benchmarks.md), and the first after an idle spell opens a connection (TCP, TLS,
