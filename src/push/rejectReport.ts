@@ -20,6 +20,18 @@ export const REPORT_SUFFIX = '.rejects.csv';
 export const reportPathOf = (inputPath: string): string => `${inputPath}${REPORT_SUFFIX}`;
 
 /**
+ * Whether `name` is a report's (`FILE.rejects.csv`, in any case): one left beside an export by a
+ * killed push has an export's extension, and must never be taken for one.
+ */
+export const isReportName = (name: string): boolean => name.toLowerCase().endsWith(REPORT_SUFFIX);
+
+/** For what may not be there (gone: undefined); anything else failing is not passed over. */
+export function ignoreGone(error: NodeJS.ErrnoException): undefined {
+  if (error.code !== 'ENOENT') throw error;
+  return undefined;
+}
+
+/**
  * The rows of an export that were not sent as they stand, as CSV beside the input (`FILE.rejects.csv`):
  * rejected rows with the field and the reason, and rows a later row with the same key replaced.
  */
@@ -70,12 +82,6 @@ export class RejectReport {
  */
 export async function addFileReason(inputPath: string, reason: string): Promise<void> {
   const path = reportPathOf(inputPath);
-  const begun = await stat(path).then(
-    (stats) => stats.size > 0,
-    (error: NodeJS.ErrnoException) => {
-      if (error.code === 'ENOENT') return false;
-      throw error;
-    },
-  );
+  const begun = ((await stat(path).catch(ignoreGone))?.size ?? 0) > 0;
   await appendFile(path, stringifyRows([['', '', reason, '']], { header: !begun, columns: COLUMNS }));
 }

@@ -1,6 +1,6 @@
 import type { Stats } from 'node:fs';
 import { lstat, mkdir, open, readdir, readlink, rename, stat } from 'node:fs/promises';
-import { extname, join, resolve, sep } from 'node:path';
+import { basename, extname, join, resolve, sep } from 'node:path';
 import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import { isDataError } from '../../db/dataError.js';
 import { describeError, FatalError, RetryableError } from '../../errors.js';
@@ -11,12 +11,10 @@ import type { JobRunInfo } from '../../jobs/runner.js';
 import type { JobSpec } from '../../jobs/scheduler.js';
 import { enqueueEventsFile } from '../events/enqueueFile.js';
 import { formatOf, RecordFileError } from '../readRecords.js';
-import { addFileReason, REPORT_SUFFIX, reportPathOf } from '../rejectReport.js';
+import { addFileReason, ignoreGone, isReportName, REPORT_SUFFIX, reportPathOf } from '../rejectReport.js';
 import { type PushContactsDeps, type PushContactsOptions, pushContacts } from './pushContacts.js';
 
 const EXPORT_FILE = /\.(csv|tsv|txt|jsonl|ndjson)$/i;
-/** Our own report beside an export (`FILE.rejects.csv`): one left by a killed push is not an export. */
-const REPORT_FILE = /\.rejects\.csv$/i;
 /** The time a name already taken in processed/ or failed/ is given (`crm.2026-11-26T06-50-00-000Z.csv`). */
 const MOVE_STAMP = /^\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z$/;
 /** Events files (`events*.csv`, `events*.jsonl`, …) go to the outbox; every other export is contacts. */
@@ -63,6 +61,8 @@ const VALUE_ERRORS = [RangeError, SyntaxError, URIError];
  */
 export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions): JobSpec {
   const seen = new Map<string, { size: number; mtimeMs: number; ino: number; since: number }>();
+  /** The inode each entry left in place (whyLeft) was named for, by key: named once, not each poll. */
+  const named = new Map<string, number>();
   const processing = join(options.dir, PROCESSING);
 
   /** Whether `key`'s file has kept its size, time and inode for the settle time, as this replica saw it. */
@@ -85,27 +85,49 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
   };
 
   /**
-   * Forgets the files of one directory (`ofDir` tells its keys) that are no longer listed: deleted
-   * or moved away before they settled, they would otherwise be remembered for the life of the
-   * process.
+   * Forgets the entries of one directory (`ofDir` tells its keys) that are no longer listed:
+   * deleted or moved away, they would otherwise be remembered for the life of the process.
    */
   const forgetGone = (listed: readonly string[], ofDir: (key: string) => boolean): void => {
     const present = new Set(listed);
-    for (const key of seen.keys()) if (ofDir(key) && !present.has(key)) seen.delete(key);
+    for (const memory of [seen, named]) {
+      for (const key of memory.keys()) if (ofDir(key) && !present.has(key)) memory.delete(key);
+    }
   };
 
   /**
-   * Moves a settled file of the inbox into processing/; false when it is not taken this time. A
-   * name that is not valid UTF-8 (Latin-1 from an SMB or FTP drop) is given its windows-1252
-   * reading there, as everything after reads paths as text.
+   * Whether the entry at `path` is one the inbox leaves where it is (whyLeft). It is named in the
+   * log and counted (`files_refused`) once, not at every poll, and again once replaced by another.
    */
-  const take = async (entry: ExportEntry): Promise<boolean> => {
+  const leftInPlace = (key: string, path: string, stats: Stats, counts: RunCounts): boolean => {
+    const reason = whyLeft(stats);
+    if (reason === undefined) {
+      named.delete(key);
+      return false;
+    }
+    if (named.get(key) !== stats.ino) {
+      named.set(key, stats.ino);
+      addCount(counts, 'files_refused');
+      deps.log.error({ file: basename(path), path, reason }, 'CRM export could not be pushed');
+    }
+    return true;
+  };
+
+  /**
+   * Moves a settled file of the inbox into processing/, and gives its stats there; undefined when
+   * it is not taken this time. A name that is not valid UTF-8 (Latin-1 from an SMB or FTP drop) is
+   * given its windows-1252 reading there, as everything after reads paths as text.
+   */
+  const take = async (entry: ExportEntry, counts: RunCounts): Promise<Stats | undefined> => {
     const from = pathIn(options.dir, entry);
     const stats = await lstatIfThere(from);
-    if (stats === undefined || !settled(entry.key, stats)) return false;
+    if (stats === undefined || leftInPlace(entry.key, join(options.dir, entry.name), stats, counts)) {
+      return undefined;
+    }
+    if (!settled(entry.key, stats)) return undefined;
     const to = join(processing, entry.name);
     // One of its name still there (pushed again after a failure not its own) goes first.
-    if ((await lstatIfThere(to)) !== undefined) return false;
+    if ((await lstatIfThere(to)) !== undefined) return undefined;
     if (!isNamed(entry)) {
       deps.log.warn(
         { file: entry.name, bytes: entry.raw.toString('hex') },
@@ -117,9 +139,9 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
     const moved = await lstat(to);
     if (moved.ino !== stats.ino || moved.size !== stats.size || moved.mtimeMs !== stats.mtimeMs) {
       settled(`${PROCESSING}/${entry.name}`, moved);
-      return false;
+      return undefined;
     }
-    return true;
+    return moved;
   };
 
   return {
@@ -131,8 +153,12 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
         await mkdir(join(options.dir, sub), { recursive: true });
       }
       await finishMoves(deps, options.dir);
-      const pushTaken = (name: string) =>
-        pushFile(deps, options, name, { counts, signal, run: run ?? { runId: undefined, fence: NO_FENCE } });
+      const pushTaken = (name: string, stats: Stats) =>
+        pushFile(deps, options, name, stats, {
+          counts,
+          signal,
+          run: run ?? { runId: undefined, fence: NO_FENCE },
+        });
       // Left by a run before this one: first, so no export is pushed after a newer one of its name.
       const left = await listExports(processing);
       forgetGone(
@@ -141,20 +167,21 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
       );
       for (const entry of left) {
         signal?.throwIfAborted();
+        const key = `${PROCESSING}/${entry.name}`;
+        // Removed by hand since the listing: nothing to push.
+        const stats = await lstatIfThere(pathIn(processing, entry));
+        if (stats === undefined) {
+          seen.delete(key);
+          continue;
+        }
+        if (leftInPlace(key, join(processing, entry.name), stats, counts)) continue;
         if (!isNamed(entry)) {
           // Put there by hand under a name not valid UTF-8: given its reading, as when taken.
           if ((await lstatIfThere(join(processing, entry.name))) !== undefined) continue;
           await rename(pathIn(processing, entry), join(processing, entry.name));
         }
-        const key = `${PROCESSING}/${entry.name}`;
-        // Removed by hand since the listing: nothing to push.
-        const stats = await lstatIfThere(join(processing, entry.name));
-        if (stats === undefined) {
-          seen.delete(key);
-          continue;
-        }
         if (seen.has(key) && !settled(key, stats)) continue;
-        await pushTaken(entry.name);
+        await pushTaken(entry.name, stats);
       }
       const dropped = await listExports(options.dir);
       forgetGone(
@@ -163,7 +190,8 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
       );
       for (const entry of dropped) {
         signal?.throwIfAborted();
-        if (await take(entry)) await pushTaken(entry.name);
+        const taken = await take(entry, counts);
+        if (taken !== undefined) await pushTaken(entry.name, taken);
       }
     },
   };
@@ -186,20 +214,20 @@ const pathIn = (dir: string, entry: ExportEntry) => Buffer.concat([Buffer.from(`
 
 /**
  * The exports of a directory, by name. Listed as bytes: a name that is not valid UTF-8 would be
- * listed with U+FFFD in it, a path that does not exist, and be skipped for ever. Symbolic links
- * are listed too, to be refused with their reason (refuseLink) instead of passed over unsaid.
+ * listed with U+FFFD in it, a path that does not exist, and be skipped for ever. Entries of every
+ * kind are listed, told apart by the lstat made before one is taken: a symbolic link is refused
+ * with its reason (refuseLink), a directory or a pipe named (whyLeft), none passed over unsaid. Our own
+ * reports are not exports, though one left by a killed push has an export's extension.
  */
 async function listExports(dir: string): Promise<ExportEntry[]> {
-  const entries = await readdir(dir, { withFileTypes: true, encoding: 'buffer' });
+  const entries = await readdir(dir, { encoding: 'buffer' });
   return entries
-    .filter((e) => e.isFile() || e.isSymbolicLink())
-    .map((e) => {
-      const raw = e.name;
+    .map((raw) => {
       const utf8 = raw.toString('utf8');
       const name = Buffer.from(utf8).equals(raw) ? utf8 : WINDOWS_1252.decode(raw);
       return { raw, name, key: raw.toString('hex') };
     })
-    .filter(({ name }) => !name.startsWith('.') && EXPORT_FILE.test(name) && !REPORT_FILE.test(name))
+    .filter(({ name }) => !name.startsWith('.') && EXPORT_FILE.test(name) && !isReportName(name))
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
@@ -225,7 +253,13 @@ interface RunOf {
  * was not recorded as sent. A failure of the file itself, or a file none of whose rows could be
  * taken, moves it to failed/ with its reason, and the files after it go on.
  */
-async function pushFile(deps: PushContactsDeps, options: InboxOptions, name: string, at: RunOf) {
+async function pushFile(
+  deps: PushContactsDeps,
+  options: InboxOptions,
+  name: string,
+  stats: Stats,
+  at: RunOf,
+) {
   const processing = join(options.dir, PROCESSING);
   const path = join(processing, name);
   // Whether the push is still reading and staging the file: only a failure then can be the
@@ -234,7 +268,7 @@ async function pushFile(deps: PushContactsDeps, options: InboxOptions, name: str
   const reading = { file: true };
   let destination = 'failed';
   try {
-    await refuseLink(path, options.dir);
+    await refuseLink(path, stats, options.dir);
     await refuseUnreadable(path);
     const summary = EVENTS_FILE.test(name)
       ? await enqueueEvents(deps, options, path, at.counts)
@@ -284,30 +318,54 @@ async function reportFileReason(deps: PushContactsDeps, path: string, reason: st
 }
 
 /**
- * A symbolic link, refused as the file's own fault. Its target is not moved with it, so the file
- * read would not be the file kept in processed/, and the CRM could rewrite it during the push; a
- * relative link would point elsewhere once moved; and it would let whoever may write to the inbox
- * have the daemon read any file it can. `dir` is where links are dropped: a relative target is
- * read from there, to say what it points to.
+ * A symbolic link (`stats`, its lstat as taken), refused as the file's own fault. Its target is
+ * not moved with it, so the file read would not be the file kept in processed/, and the CRM could
+ * rewrite it during the push; a relative link would point elsewhere once moved; and it would let
+ * whoever may write to the inbox have the daemon read any file it can. `dir` is where links are
+ * dropped: a relative target is read from there, to say what it points to.
  */
-async function refuseLink(path: string, dir: string): Promise<void> {
-  if (!(await lstat(path)).isSymbolicLink()) return;
+async function refuseLink(path: string, stats: Stats, dir: string): Promise<void> {
+  if (!stats.isSymbolicLink()) return;
   const target = await readlink(path);
   throw new InboxFileError(
-    `it is a symbolic link, to ${JSON.stringify(target)} (${await kindOf(resolve(dir, target))}): the inbox takes regular files only; copy the file into the inbox instead (written under another name, then renamed)`,
+    `it is a symbolic link, to ${JSON.stringify(target)} (${await targetKindOf(resolve(dir, target))}): the inbox takes regular files only; copy the file into the inbox instead (written under another name, then renamed)`,
   );
 }
 
 /** What a link's target is, for its refusal: a dangling link or one to a directory said so. */
-async function kindOf(target: string): Promise<string> {
+async function targetKindOf(target: string): Promise<string> {
   try {
-    const stats = await stat(target);
-    if (stats.isFile()) return 'a regular file';
-    return stats.isDirectory() ? 'a directory' : 'neither a file nor a directory';
+    // stat, not open: a target that is a pipe is named, never read.
+    return kindOf(await stat(target));
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     return code === 'ENOENT' ? 'which does not exist' : `which cannot be followed: ${code}`;
   }
+}
+
+/** What an entry is, for a refusal's reason. */
+function kindOf(stats: Stats): string {
+  if (stats.isFile()) return 'a regular file';
+  if (stats.isDirectory()) return 'a directory';
+  if (stats.isSymbolicLink()) return 'a symbolic link';
+  if (stats.isFIFO()) return 'a named pipe';
+  return stats.isSocket() ? 'a socket' : 'a device file';
+}
+
+/**
+ * Why an entry of the inbox, or of processing/, is left where it is; undefined for one the inbox
+ * takes (a regular file, or a symbolic link, taken to be refused: refuseLink). Unlike a link, it is
+ * not moved to failed/. A directory would be moved with all it holds, perhaps while a tool still
+ * writes into it (some write an export as a directory of parts), since its own size and time say
+ * nothing of what is inside, so settling cannot tell it complete; and one that is a mount point
+ * cannot be renamed at all (EBUSY), which would fail every run and hold up every file after it. A
+ * pipe holds nothing to keep in failed/, and the inbox never opens one: a read would wait for a
+ * writer, for ever if none comes. So both stay for the operator to remove, named in the log.
+ */
+function whyLeft(stats: Stats): string | undefined {
+  if (stats.isFile() || stats.isSymbolicLink()) return undefined;
+  const pipe = stats.isFIFO() ? ', never opened (a read would wait for a writer)' : '';
+  return `it is ${kindOf(stats)}, not a file${pipe}: the inbox takes regular files only, and leaves it where it is; remove it, and drop the export as a file (written under another name, then renamed)`;
 }
 
 /**
@@ -427,12 +485,6 @@ const splitExt = (name: string): [string, string] => {
   return [name.slice(0, name.length - ext.length), ext];
 };
 
-/** For what may not be there (gone: undefined); anything else failing is not passed over. */
-function ignoreGone(error: NodeJS.ErrnoException): undefined {
-  if (error.code !== 'ENOENT') throw error;
-  return undefined;
-}
-
 /**
  * Finishes the moves a process stopped between moving a file and moving its report left undone:
  * a report of processing/ without its export there goes beside that export, in processed/ or
@@ -441,7 +493,7 @@ function ignoreGone(error: NodeJS.ErrnoException): undefined {
  */
 async function finishMoves(deps: PushContactsDeps, dir: string): Promise<void> {
   for (const entry of await readdir(join(dir, PROCESSING), { withFileTypes: true })) {
-    if (entry.isFile() && REPORT_FILE.test(entry.name)) await finishMove(deps, dir, entry.name);
+    if (entry.isFile() && isReportName(entry.name)) await finishMove(deps, dir, entry.name);
   }
 }
 
