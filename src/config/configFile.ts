@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { z } from 'zod';
+import { RULE_METADATA_KEYS } from '../push/events/contactRules.js';
 import { ConfigError } from './schema.js';
 
 /**
@@ -58,7 +59,19 @@ export const configFileSchema = z
                   .string()
                   .trim()
                   .regex(/^[A-Za-z0-9_.-]+$/, 'must be letters, digits, _ . or -'),
-                column: z.string().trim().min(1, 'must name a column'),
+                column: z
+                  .string()
+                  .trim()
+                  .min(1, 'must name a column')
+                  .superRefine((column, ctx) => {
+                    const holds = RULE_METADATA_KEYS.get(column);
+                    if (holds === undefined) return;
+                    const keys = [...RULE_METADATA_KEYS.keys()].join(' or ');
+                    ctx.addIssue({
+                      code: 'custom',
+                      message: `"${column}" is a key the rule's events set in their metadata themselves (to ${holds}): the column's value would collide with it, so a rule cannot read a column named ${keys}`,
+                    });
+                  }),
                 equals: z.string(),
                 event_type: z
                   .string()

@@ -2,8 +2,9 @@ import { createReadStream } from 'node:fs';
 import { extname } from 'node:path';
 import { pipeline, Readable, Transform } from 'node:stream';
 import { type CsvError, parse } from 'csv-parse';
-import { MAX_JSON_DEPTH, TOO_DEEP, unstorableReason } from '../db/storableText.js';
+import { unstorableReason } from '../db/storableText.js';
 import { FatalError } from '../errors.js';
+import { childPath, type HiddenByParse, hiddenByParse } from './jsonText.js';
 
 /**
  * A record of an export file: its fields by column name, and the physical line it starts on.
@@ -290,81 +291,29 @@ function jsonLineItem(
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     return { error: { line, field: '(line)', reason: 'is not a JSON object' } };
   }
-  const problems = jsonKeyProblems(trimmed);
+  const hidden = hiddenByParse(trimmed);
   const fields: Record<string, string> = newFields();
   for (const [k, v] of Object.entries(value)) {
     if (!read(k)) continue;
-    const problem = problems?.get(k);
-    if (problem !== undefined) return { error: { line, field: k, reason: problem } };
+    const problem = hidden.get(k);
+    if (problem !== undefined) return { error: { line, field: k, reason: fieldReason(k, problem) } };
     if (v === null || v === undefined) continue;
-    // JSON.parse has already rounded it: 9007199254740993 would be sent as …992, another CRM id.
-    if (typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v)) {
-      const reason = 'is a whole number too large to read exactly: write it as a string';
-      return { error: { line, field: k, reason } };
-    }
     fields[k] = typeof v === 'string' ? v : JSON.stringify(v);
   }
   const bad = unusableField(fields, line, encoding);
   return bad ? { error: bad } : { record: { line, fields } };
 }
 
-const JSON_STRUCTURE = /["{}[\]]/g;
 const DUPLICATE_KEY = 'is given twice in the object: which of its values to take is ambiguous';
 
 /**
- * What JSON.parse does not tell, by the top-level key it is under: a key given twice in one object
- * (JSON.parse keeps the last value silently, where a CSV naming a column twice is refused), and a
- * value nested deeper than MAX_JSON_DEPTH (which JSON.stringify would overflow the stack on). A
- * scan of `text`, already known to be valid JSON, from one string or bracket to the next, with a
- * stack of its own: undefined when there is nothing to say, as for almost every line.
+ * What JSON.parse hid under the line's key `key` (hiddenByParse), said of that field: the key
+ * itself given twice (JSON.parse keeps the last value silently, where a CSV naming a column twice
+ * is refused), or something within its value, named by its path when deeper than the value itself.
  */
-function jsonKeyProblems(text: string): Map<string, string> | undefined {
-  let problems: Map<string, string> | undefined;
-  const flag = (key: string, reason: string) => {
-    problems ??= new Map();
-    if (!problems.has(key)) problems.set(key, reason);
-  };
-  // Per open object, the keys it has given; undefined for an array.
-  const open: Array<Set<string> | undefined> = [];
-  let top = '';
-  JSON_STRUCTURE.lastIndex = 0;
-  for (let m = JSON_STRUCTURE.exec(text); m !== null; m = JSON_STRUCTURE.exec(text)) {
-    const c = m[0];
-    if (c === '"') {
-      const end = closingQuote(text, m.index);
-      JSON_STRUCTURE.lastIndex = end + 1;
-      const keys = open.at(-1);
-      if (keys === undefined || !followedByColon(text, end + 1)) continue;
-      const quoted = text.slice(m.index, end + 1);
-      const key: string = quoted.includes('\\') ? JSON.parse(quoted) : quoted.slice(1, -1);
-      if (open.length === 1) top = key;
-      if (keys.has(key))
-        flag(top, open.length === 1 ? DUPLICATE_KEY : `holds the key "${key}" twice in one object`);
-      keys.add(key);
-    } else if (c === '{' || c === '[') {
-      open.push(c === '{' ? new Set() : undefined);
-      if (open.length - 1 > MAX_JSON_DEPTH) flag(top, TOO_DEEP);
-    } else open.pop();
-  }
-  return problems;
-}
-
-/** Whether the next character of `text` from `at` that is not JSON whitespace is a colon: a key. */
-function followedByColon(text: string, at: number): boolean {
-  let i = at;
-  while (i < text.length && ' \t\r\n'.includes(text[i]!)) i++;
-  return text[i] === ':';
-}
-
-/** The index of the quote that closes the JSON string opened at `from`: one not escaped. */
-function closingQuote(text: string, from: number): number {
-  let at = text.indexOf('"', from + 1);
-  for (;;) {
-    let backslashes = 0;
-    while (text[at - 1 - backslashes] === '\\') backslashes++;
-    if (backslashes % 2 === 0) return at;
-    at = text.indexOf('"', at + 1);
-  }
+function fieldReason(key: string, hidden: HiddenByParse): string {
+  if (hidden.path === '') return DUPLICATE_KEY;
+  return hidden.path === childPath('', key) ? hidden.what : `${hidden.path} ${hidden.what}`;
 }
 
 async function* readCsv(

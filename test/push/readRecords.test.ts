@@ -264,8 +264,37 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
       {
         line: 1,
         field: 'external_id',
-        reason: 'is a whole number too large to read exactly: write it as a string',
+        reason: 'is a whole number past 2^53, which is not carried exactly: write it as a string',
       },
+    ]);
+  });
+
+  it('reports a number in JSON Lines that JSON.parse would alter, however deep, naming where', async () => {
+    const items = await read(
+      'numbers.jsonl',
+      [
+        '{"email":"a@example.com","metadata":{"score":1e400}}',
+        '{"email":"b@example.com","metadata":{"a":[1,0.1000000000000000000001]}}',
+        '{"email":"c@example.com","metadata":{"score":1.50,"n":-0}}',
+      ].join('\n'),
+    );
+    expect(errors(items)).toEqual([
+      {
+        line: 1,
+        field: 'metadata',
+        reason:
+          'metadata.score is 1e400, a number too large to be carried (it would be sent as null): write it as a string',
+      },
+      {
+        line: 2,
+        field: 'metadata',
+        reason:
+          'metadata.a[1] is 0.1000000000000000000001, a number with more digits than can be carried (it would be sent as 0.1): write it as a string',
+      },
+    ]);
+    // Worth the same as written: taken.
+    expect(records(items)).toEqual([
+      { line: 3, fields: { email: 'c@example.com', metadata: '{"score":1.5,"n":0}' } },
     ]);
   });
 
@@ -412,7 +441,11 @@ describe('readRecords: a bad record costs that record, a file not read to its en
     expect(errors(items)).toEqual([
       { line: 1, field: 'email', reason: twice },
       { line: 2, field: 'name', reason: twice },
-      { line: 3, field: 'meta', reason: 'holds the key "k" twice in one object' },
+      {
+        line: 3,
+        field: 'meta',
+        reason: 'holds the key "k" twice, and only its last value would be kept: give each key once',
+      },
     ]);
     expect(records(items).map((r) => r.line)).toEqual([4]);
   });

@@ -3,6 +3,16 @@ import type { ContactRow } from '../contacts/contactRow.js';
 import type { NewEvent } from './outboxSql.js';
 
 /**
+ * The metadata keys every rule's event sets itself, beside the one named after the rule's column,
+ * and what each holds: a rule may not read a column of one of these names (configFile.ts), whose
+ * value would overwrite the rule's name, or be overwritten by the contact's external_id.
+ */
+export const RULE_METADATA_KEYS: ReadonlyMap<string, string> = new Map([
+  ['rule', "the rule's name"],
+  ['external_id', "the contact's external_id"],
+]);
+
+/**
  * The events a CRM row fires under the configured rules. The key is the rule, the contact and the
  * value: a contact whose status becomes `closed` fires once, however often the export is imported.
  */

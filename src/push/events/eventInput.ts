@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { unstorableReasonIn } from '../../db/storableText.js';
 import { partnerUuid } from '../../partner-api/uuidText.js';
+import { firstHiddenByParse } from '../jsonText.js';
 import type { FileRecord, ReadOptions, RowError } from '../readRecords.js';
 import { jsonTextBytes, METADATA_MAX_BYTES, unsendableReason } from './metadataSize.js';
 import type { NewEvent } from './outboxSql.js';
@@ -26,14 +27,24 @@ const eventSchema = z
       .regex(EVENT_TYPE, 'must be a dotted name such as matter.closed'),
     professional_id: z.preprocess(blankToNull, partnerUuid.nullable()),
     metadata: z.preprocess(
-      (v) => {
+      (v, ctx) => {
         const blank = blankToNull(v);
         if (typeof blank !== 'string') return blank;
+        let parsed: unknown;
         try {
-          return JSON.parse(blank);
+          parsed = JSON.parse(blank);
         } catch {
           return blank;
         }
+        // Only the text shows what parsing changed (1e400 read as Infinity, sent as null): an
+        // object's, so that other values are still refused as not being one.
+        const altered =
+          parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)
+            ? firstHiddenByParse(blank, 'metadata')
+            : undefined;
+        if (altered === undefined) return parsed;
+        ctx.addIssue({ code: 'custom', message: altered });
+        return z.NEVER;
       },
       z
         .record(z.string(), z.unknown(), { error: 'must be a JSON object' })

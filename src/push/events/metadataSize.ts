@@ -1,3 +1,5 @@
+import { childPath, PAST_SAFE_INTEGER } from '../jsonText.js';
+
 /**
  * The most an event's metadata may weigh, in bytes of JSON text as PostgreSQL prints it: the bound
  * `enqueue_event` applies (migration 015, which holds its own copy of the number), so that a file
@@ -39,9 +41,11 @@ export const METADATA_MAX_DEPTH = 32;
 
 /**
  * Why `metadata` cannot be sent as it was written, or undefined: nested deeper than
- * METADATA_MAX_DEPTH (encoders and the platform's parser may overflow their stack on it), or
- * holding a whole number past 2^53, which no JSON reader here carries exactly (9007199254740993
- * arrives as ...992: another matter). Walked without recursion, so depth cannot overflow it either.
+ * METADATA_MAX_DEPTH (encoders and the platform's parser may overflow their stack on it), holding
+ * a whole number past 2^53, which no JSON reader here carries exactly (9007199254740993 arrives as
+ * ...992: another matter), or a number JSON has no form for (NaN, Infinity: JSON.stringify writes
+ * null). Walked without recursion, so depth cannot overflow it either. What only the JSON text
+ * shows (`1e400`, too many digits, a key given twice) is hiddenByParse's (jsonText.ts).
  */
 export function unsendableReason(metadata: unknown): string | undefined {
   const pending: Array<{ value: unknown; path: string; depth: number }> = [
@@ -49,15 +53,18 @@ export function unsendableReason(metadata: unknown): string | undefined {
   ];
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
     const { value, path, depth } = next;
+    if (typeof value === 'number' && !Number.isFinite(value)) {
+      return `${path} is ${value}, a number JSON has no form for (it would be sent as null)`;
+    }
     if (typeof value === 'number' && Number.isInteger(value) && !Number.isSafeInteger(value)) {
-      return `${path} is a whole number past 2^53, which is not carried exactly: write it as a string`;
+      return `${path} ${PAST_SAFE_INTEGER}`;
     }
     if (value === null || typeof value !== 'object') continue;
     if (depth >= METADATA_MAX_DEPTH) return `metadata is nested more than ${METADATA_MAX_DEPTH} levels deep`;
     for (const [key, child] of Object.entries(value)) {
       pending.push({
         value: child,
-        path: Array.isArray(value) ? `${path}[${key}]` : `${path}.${key}`,
+        path: childPath(path, Array.isArray(value) ? Number(key) : key),
         depth: depth + 1,
       });
     }

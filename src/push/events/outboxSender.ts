@@ -9,6 +9,7 @@ import type { Logger, SecretScrubber } from '../../log.js';
 import type { EventOutcome, Metrics } from '../../metrics.js';
 import type { PartnerApi } from '../../partner-api/client.js';
 import { nextRetryDelayMs } from '../../partner-api/retryPolicy.js';
+import { firstHiddenByParse } from '../jsonText.js';
 import { unsendableReason } from './metadataSize.js';
 import {
   type ClaimedEvent,
@@ -438,8 +439,11 @@ export class OutboxSender {
     const sendableMs = heldUntil - this.options.leaseMs * RECORD_SHARE_OF_LEASE - performance.now();
     const timer = setTimeout(() => deadline.abort(new ClaimDeadlineError('POST /events')), sendableMs);
     try {
-      // A row written with SQL skipped the checks files and the CLI make.
-      const unsendable = unsendableReason(event.metadata);
+      // A row written with SQL skipped the checks files and the CLI make. Its text first: once
+      // parsed, a jsonb 1e400 is Infinity (sent as null) and 0.1000000000000000000001 is 0.1.
+      const unsendable =
+        (event.metadataText === null ? undefined : firstHiddenByParse(event.metadataText, 'metadata')) ??
+        unsendableReason(event.metadata);
       if (unsendable !== undefined) throw new UnsendableEventError(`not sent: ${unsendable}`);
       // No time left (the claim's renewal took most of a lease): the timer would cut the request
       // off as soon as it was made, an unknown outcome. Not made, it is known not to have been sent.

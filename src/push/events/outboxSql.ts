@@ -20,7 +20,10 @@ export interface ClaimedEvent {
   readonly contactId: string | null;
   readonly eventType: string;
   readonly professionalId: string | null;
+  /** As JSON.parse reads it: `1e400` is Infinity, `12345678901234567890` rounded (see metadataText). */
   readonly metadata: Record<string, unknown> | null;
+  /** The metadata as the row holds it (jsonb as text: every number exactly as stored). */
+  readonly metadataText: string | null;
   readonly attempts: number;
   readonly enqueuedAt: Date;
 }
@@ -102,8 +105,8 @@ export async function claimDueEvents(
         set state = 'sending', claimed_by = ?, unstarted_claim_of = ?, attempts = o.attempts + 1,
             lease_expires_at = now() + make_interval(secs => ?)
        from due where o.id = due.id
-     returning o.id, o.idempotency_key, o.email, o.contact_id, o.event_type, o.professional_id, o.metadata,
-               o.attempts, o.enqueued_at`,
+     returning o.id, o.idempotency_key, o.email, o.contact_id, o.event_type, o.professional_id,
+               o.metadata::text as metadata, o.attempts, o.enqueued_at`,
     [db.table('events_outbox'), limit, db.table('events_outbox'), worker, worker, leaseMs / 1000],
   )) as {
     rows: Array<{
@@ -113,7 +116,9 @@ export async function claimDueEvents(
       contact_id: string | null;
       event_type: string;
       professional_id: string | null;
-      metadata: Record<string, unknown> | null;
+      // As text, not parsed by the driver: JSON.parse would turn a jsonb 1e400 into Infinity
+      // (sent as null) and round 12345678901234567890, and the sender could no longer tell.
+      metadata: string | null;
       attempts: number;
       enqueued_at: Date | string;
     }>;
@@ -126,7 +131,8 @@ export async function claimDueEvents(
       contactId: r.contact_id,
       eventType: r.event_type,
       professionalId: r.professional_id,
-      metadata: r.metadata,
+      metadata: r.metadata === null ? null : (JSON.parse(r.metadata) as Record<string, unknown>),
+      metadataText: r.metadata,
       attempts: r.attempts,
       enqueuedAt: new Date(r.enqueued_at),
     }))
