@@ -23,7 +23,6 @@ export const WEBHOOK_REFUSAL_REASONS = [
   'bad_signature',
   'stale_timestamp',
   'invalid_json',
-  'timestamp_mismatch',
   'invalid_event',
   'shutting_down',
   'commit_timeout',

@@ -45,8 +45,7 @@ const LOGGED_TYPE_CHARS = 64;
  * The public receiver: `POST <path>` with a signed review.created delivery. The body is read as raw
  * bytes whatever its content type (the signature covers the bytes, the type proves nothing; never
  * parsed before the signature is checked), and a 200 is sent only after the delivery committed.
- * Refusals store nothing: 405 method, 413 size, 401 signature or timestamp, 400 body (or a body
- * timestamp other than the signed one); 503 when the commit failed or we are shutting down (the
+ * Refusals store nothing: 405 method, 413 size, 401 signature or timestamp, 400 body; 503 when the commit failed or we are shutting down (the
  * platform retries). An authentic event of another type is answered 200 and stored nowhere: a
  * refusal would only make the platform retry it and record a last_error on the webhook.
  */
@@ -133,14 +132,6 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
       return reply.code(200).send({ status: 'ignored' });
     }
     if (!parsed.ok) return refuse(reply, 400, parsed.reason, { detail: parsed.detail });
-    // Only the signed header time counts: the body's `timestamp` is not covered by the tolerance
-    // check, and one in milliseconds would date the review in the year 58862, beyond any
-    // correction by the feed. A body that disagrees with its header is refused.
-    if (parsed.event.timestamp !== verified.timestamp) {
-      return refuse(reply, 400, 'timestamp_mismatch', {
-        detail: 'body timestamp differs from X-EE-Timestamp',
-      });
-    }
     const observedAt = new Date(Math.min(verified.timestamp * 1000, Date.now()));
     // The signed body says review.created, the unsigned header another type: which one it is
     // cannot be told, so it is neither stored nor acknowledged.

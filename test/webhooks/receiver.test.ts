@@ -191,6 +191,31 @@ describe('webhook receiver over HTTP', () => {
     secrets = [SECRET];
   });
 
+  // A platform may keep a delivery's body and sign each retry anew (spec 6.4 retries after 1, 5
+  // and 30 minutes): the body's own time then lags the header's. Only the signed header is read.
+  it.each([
+    ['a retry signed anew, its body from 31 minutes before', (now: number) => now - 31 * 60],
+    ['a body timestamp in milliseconds', (now: number) => now * 1000],
+  ])('takes %s, dated by X-EE-Timestamp', async (_name, bodyTime) => {
+    const now = Math.floor(Date.now() / 1000);
+    const review = makeReview();
+    const d = signedDelivery(SECRET, review, { timestamp: now, eventTimestamp: bodyTime(now) });
+    const res = await post(d.headers, d.body);
+    expect(await res.json()).toEqual({ status: 'accepted' });
+    const row = await db.knex(db.table('reviews')).where({ id: review.id }).first();
+    expect(row.observed_at.getTime()).toBe(now * 1000);
+  });
+
+  it('takes a body without a timestamp, or with one not a number', async () => {
+    for (const timestamp of [undefined, 'yesterday']) {
+      const review = makeReview();
+      const body = JSON.stringify({ event: 'review.created', timestamp, data: review });
+      const headers = deliveryHeaders(SECRET, String(Math.floor(Date.now() / 1000)), body);
+      expect(await (await post(headers, body)).json()).toEqual({ status: 'accepted' });
+      expect(await stored(review.id)).toEqual({ reviews: 1, inbox: 1 });
+    }
+  });
+
   it('dates a version by the signed time, never later than its arrival, so a later feed reading wins', async () => {
     // Signed 4 minutes ahead: within the tolerance, yet it must not outrank what the feed reads next.
     const ahead = Math.floor(Date.now() / 1000) + 240;
@@ -275,30 +300,6 @@ describe('webhook receiver over HTTP', () => {
         status: 401,
         reason: 'stale_timestamp',
         build: (r) => signedDelivery(SECRET, r, { timestamp: Math.floor(Date.now() / 1000) + 3600 }),
-      },
-      {
-        name: 'signed body whose timestamp is in milliseconds',
-        status: 400,
-        reason: 'timestamp_mismatch',
-        build: (r) => {
-          const now = Math.floor(Date.now() / 1000);
-          return signedDelivery(SECRET, r, { timestamp: now, eventTimestamp: now * 1000 });
-        },
-      },
-      {
-        name: 'signed body with a 15-digit timestamp',
-        status: 400,
-        reason: 'timestamp_mismatch',
-        build: (r) => signedDelivery(SECRET, r, { eventTimestamp: 999_999_999_999_999 }),
-      },
-      {
-        name: 'signed body whose timestamp is not the signed one',
-        status: 400,
-        reason: 'timestamp_mismatch',
-        build: (r) => {
-          const now = Math.floor(Date.now() / 1000);
-          return signedDelivery(SECRET, r, { timestamp: now, eventTimestamp: now - 1 });
-        },
       },
       {
         name: 'signed body that is not JSON',
