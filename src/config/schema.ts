@@ -178,6 +178,9 @@ const identifier = z
   .trim()
   .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier (letters, digits, _)');
 
+/** The longest DB_SCHEMA: 63 bytes of a PostgreSQL name, less `_events_outbox` (see DB_SCHEMA). */
+const MAX_SCHEMA_LENGTH = 63 - '_events_outbox'.length;
+
 /** The CSV delimiters a file may be read with, besides a tab (`tab` or `\\t`). */
 export const CSV_DELIMITERS = [',', ';', '|'] as const;
 
@@ -226,7 +229,15 @@ export const envSchema = z
       ),
     DATABASE_URL: databaseUrl,
     DATABASE_LISTEN_URL: databaseUrl,
-    DB_SCHEMA: identifier.default('review_mirror'),
+    // The outbox's NOTIFY channel is named `<schema>_events_outbox`, and PostgreSQL refuses a
+    // channel name past 63 bytes: a longer schema would make every enqueue_event fail, and with it
+    // the partner's own transaction that called it.
+    DB_SCHEMA: identifier
+      .refine(
+        (v) => v.length <= MAX_SCHEMA_LENGTH,
+        `must be at most ${MAX_SCHEMA_LENGTH} characters: the events outbox's notification channel is named after it (<schema>_events_outbox), and PostgreSQL refuses a channel name longer than 63`,
+      )
+      .default('review_mirror'),
     DB_POOL_MAX: positiveInt(10),
     // A day: the client's own bound (this plus a margin) must stay a valid timer too. 0 lifts it.
     // PostgreSQL counts it in whole milliseconds and pg sends it truncated to them: under 1 ms it

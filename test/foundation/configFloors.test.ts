@@ -176,3 +176,13 @@ describe('WEBHOOK_TOLERANCE_SECONDS', () => {
     );
   });
 });
+
+describe('DB_SCHEMA', () => {
+  // PostgreSQL refuses a NOTIFY channel name past 63 bytes, and the outbox's is `<schema>_events_outbox`.
+  it('refuses a name the outbox channel could not be named after, and takes one of 49 characters', () => {
+    expect(refusal({ DB_SCHEMA: 'a'.repeat(50) })).toContain(
+      'DB_SCHEMA must be at most 49 characters: the events outbox',
+    );
+    expect(parseConfig({ DB_SCHEMA: 'a'.repeat(49) }).db.schema).toBe('a'.repeat(49));
+  });
+});
