@@ -47,6 +47,18 @@ export function planIncrementalWalk(state: WalkCheckpoint, overlapMs: number): W
 }
 
 /**
+ * The walk of the feed above an unfinished walk that cannot go on (syncReviews): from the newest
+ * review down to the newest that walk saw (or, before it saw any, the watermark), minus the
+ * overlap. Undefined when there is no such bound: a walk of the whole feed would meet the page
+ * the unfinished walk is stuck on.
+ */
+export function planHeadPass(state: WalkCheckpoint, overlapMs: number): WalkPlan | undefined {
+  const above = state.walkNewest ?? state.watermark;
+  if (above === null) return undefined;
+  return { since: new Date(above.getTime() - overlapMs), cursor: null, newest: null, resumed: false };
+}
+
+/**
  * A reconcile reads everything; it resumes its own unfinished walk, but only one that knows when
  * it began (removals are decided against that time).
  */
