@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { makeLogger, SecretScrubber } from '../../src/log.js';
+import { SecretScrubber } from '../../src/log.js';
 import { ApiSchemaError } from '../../src/partner-api/errors.js';
 import { ensureRegistration } from '../../src/webhooks/ensure.js';
 import { checkWebhookHealth } from '../../src/webhooks/health.js';
@@ -8,6 +8,7 @@ import { saveRegistration } from '../../src/webhooks/webhooksSql.js';
 import type { FakeAnswer } from '../helpers/fakePlatform.js';
 import { quietLog } from '../helpers/log.js';
 import { fakePlatformFixture } from '../pull/helpers.js';
+import { notDeletedLog } from './helpers.js';
 
 const URL = 'https://mirror.example.com/webhooks/review-created';
 const SECRET = 'whsec_unsafe_id_ours_1';
@@ -15,25 +16,12 @@ const NEW_SECRET = 'whsec_unsafe_id_registered_1';
 const UNSAFE = '9007199254740993';
 /** What JSON.parse makes of UNSAFE: the id of another webhook, or of none. */
 const ALTERED = '9007199254740992';
-const NOT_DELETED = /^duplicate webhook for WEBHOOK_PUBLIC_URL not deleted/;
 
 const failure = (run: Promise<unknown>) =>
   run.then(
     () => undefined,
     (e: unknown) => e,
   );
-
-/** A logger at debug whose lines the test reads, with a scrubber of its own that knows no secret. */
-function collectingLog() {
-  const lines: Array<{ level: string; msg: string; webhookId?: string; err?: string }> = [];
-  const destination = { write: (line: string) => lines.push(JSON.parse(line)) };
-  const log = makeLogger({
-    level: 'debug',
-    scrubber: new SecretScrubber(),
-    destination: destination as unknown as NodeJS.WritableStream,
-  });
-  return { log, notDeleted: () => lines.filter((l) => NOT_DELETED.test(l.msg)) };
-}
 
 const hookText = (id: string, createdAt: string) =>
   `{"id":${id},"url":${JSON.stringify(URL)},"events":["review.created"],"created_at":"${createdAt}"}`;
@@ -144,7 +132,7 @@ describe('the warning for a duplicate the platform will not delete', () => {
     return deleteAnswer;
   });
   const secrets = new SigningSecrets([], new SecretScrubber());
-  const ensure = (warnedUndeletable: Set<string>, log: ReturnType<typeof collectingLog>['log']) =>
+  const ensure = (warnedUndeletable: Set<string>, log: ReturnType<typeof notDeletedLog>['log']) =>
     ensureRegistration(
       { api: fx.api, db: fx.db, secrets, log, haveConfiguredSecrets: false, warnedUndeletable },
       URL,
@@ -157,8 +145,8 @@ describe('the warning for a duplicate the platform will not delete', () => {
       created_at: '2026-01-02T00:00:00Z',
       signing_secret: SECRET,
     });
-    const first = collectingLog();
-    const second = collectingLog();
+    const first = notDeletedLog();
+    const second = notDeletedLog();
     const a = new Set<string>();
     const b = new Set<string>();
     await ensure(a, first.log);

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { makeLogger, SecretScrubber } from '../../src/log.js';
 import type { Review } from '../../src/partner-api/reviewsSchema.js';
 import { deliveryHeaders } from '../../src/webhooks/signature.js';
 
@@ -39,4 +40,21 @@ export function signedDelivery(
     body,
     headers: deliveryHeaders(secret, timestamp, body),
   };
+}
+
+const NOT_DELETED = /^duplicate webhook for WEBHOOK_PUBLIC_URL not deleted/;
+
+/**
+ * A logger at debug whose lines the test reads, with a scrubber of its own that knows no secret:
+ * `notDeleted()` gives the lines saying a duplicate webhook was not deleted.
+ */
+export function notDeletedLog() {
+  const lines: Array<{ level: string; msg: string; webhookId?: string; err?: string }> = [];
+  const destination = { write: (line: string) => lines.push(JSON.parse(line)) };
+  const log = makeLogger({
+    level: 'debug',
+    scrubber: new SecretScrubber(),
+    destination: destination as unknown as NodeJS.WritableStream,
+  });
+  return { log, notDeleted: () => lines.filter((l) => NOT_DELETED.test(l.msg)) };
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/schema.js';
 import type { RunCounts } from '../../src/jobs/runCounts.js';
-import { makeLogger, SecretScrubber } from '../../src/log.js';
+import { SecretScrubber } from '../../src/log.js';
 import { makeMetrics } from '../../src/metrics.js';
 import { ensureRegistration } from '../../src/webhooks/ensure.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../src/webhooks/receiver.js';
@@ -9,11 +9,11 @@ import { SigningSecrets } from '../../src/webhooks/secrets.js';
 import { saveRegistration } from '../../src/webhooks/webhooksSql.js';
 import type { FakeAnswer } from '../helpers/fakePlatform.js';
 import { fakePlatformFixture } from '../pull/helpers.js';
+import { notDeletedLog } from './helpers.js';
 
 const URL = 'https://mirror.example.com/webhooks/review-created';
 const SECRET = 'whsec_undeletable_kept_1';
 const DUP_SECRET = 'whsec_undeletable_duplicate_1';
-const NOT_DELETED = /^duplicate webhook for WEBHOOK_PUBLIC_URL not deleted/;
 
 type Hook = { id: string; url: string; events: string[]; created_at: string; last_error?: string };
 const hook = (id: string, created_at: string): Hook => ({
@@ -22,18 +22,6 @@ const hook = (id: string, created_at: string): Hook => ({
   events: ['review.created'],
   created_at,
 });
-
-/** A logger at debug whose lines the test reads, with a scrubber of its own that knows no secret. */
-function collectingLog() {
-  const lines: Array<{ level: string; msg: string; webhookId?: string; err?: string }> = [];
-  const destination = { write: (line: string) => lines.push(JSON.parse(line)) };
-  const log = makeLogger({
-    level: 'debug',
-    scrubber: new SecretScrubber(),
-    destination: destination as unknown as NodeJS.WritableStream,
-  });
-  return { log, notDeleted: () => lines.filter((l) => NOT_DELETED.test(l.msg)) };
-}
 
 /**
  * The platform lists two webhooks for WEBHOOK_PUBLIC_URL and refuses, lastingly, to delete the
@@ -61,7 +49,7 @@ describe('the health job with a duplicate the platform will not delete', () => {
     }
     return { status: 422, body: { error: 'not expected' } };
   });
-  const { log, notDeleted } = collectingLog();
+  const { log, notDeleted } = notDeletedLog();
   let receiver: WebhookReceiver;
   beforeAll(async () => {
     const config = parseConfig({
@@ -163,7 +151,7 @@ describe('ensure with a duplicate whose delete fails', () => {
     listed.push(webhook);
     return { status: 201, body: { webhook: { ...webhook, signing_secret: `${SECRET}_new_${registered}` } } };
   });
-  const ensure = (log: ReturnType<typeof collectingLog>['log'], secrets: SigningSecrets) =>
+  const ensure = (log: ReturnType<typeof notDeletedLog>['log'], secrets: SigningSecrets) =>
     ensureRegistration({ api: fx.api, db: fx.db, secrets, log, haveConfiguredSecrets: false }, URL);
   const fresh = async () => {
     await fx.db.knex(fx.db.table('webhooks')).delete();
@@ -195,7 +183,7 @@ describe('ensure with a duplicate whose delete fails', () => {
         signing_secret: SECRET,
       });
       deleteAnswer = answer;
-      const { log, notDeleted } = collectingLog();
+      const { log, notDeleted } = notDeletedLog();
       const secrets = new SigningSecrets([], new SecretScrubber());
       expect(await ensure(log, secrets)).toEqual({
         keep: 'wh_ours',
@@ -217,7 +205,7 @@ describe('ensure with a duplicate whose delete fails', () => {
     // Neither is ours, and no secret is configured: a new one is registered, both are duplicates.
     listed = [hook('wh_old_1', '2026-01-01T00:00:00Z'), hook('wh_old_2', '2026-01-02T00:00:00Z')];
     deleteAnswer = { status: 400, body: { error: 'cannot delete' } };
-    const { log, notDeleted } = collectingLog();
+    const { log, notDeleted } = notDeletedLog();
     const secrets = new SigningSecrets([], new SecretScrubber());
     expect(await ensure(log, secrets)).toEqual({
       keep: undefined,
