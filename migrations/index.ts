@@ -16,6 +16,7 @@ import * as eventLapsesAndBounds from './015_event_lapses_and_bounds.js';
 import * as contactUnavailableStreak from './016_contact_unavailable_streak.js';
 import * as syncRunsRetention from './017_sync_runs_retention.js';
 import * as eventSendStarts from './018_event_send_starts.js';
+import * as enqueueExactNumbers from './019_enqueue_exact_numbers.js';
 
 export interface Migration {
   readonly name: string;
@@ -41,4 +42,5 @@ export const migrations: readonly Migration[] = [
   { name: '016_contact_unavailable_streak', up: contactUnavailableStreak.up },
   { name: '017_sync_runs_retention', up: syncRunsRetention.up },
   { name: '018_event_send_starts', up: eventSendStarts.up },
+  { name: '019_enqueue_exact_numbers', up: enqueueExactNumbers.up },
 ];

@@ -201,15 +201,74 @@ describe('metadata on the wire: from a file and from enqueue_event', () => {
     ]);
   });
 
-  it('enqueue_event: a jsonb number JSON.parse would alter is refused at its turn with its reason, never sent altered; the others are sent', async () => {
+  it("enqueue_event refuses a number JSON.parse would alter, at once, in the caller's transaction; takes one worth the same", async () => {
     const enqueue = (key: string, metadata: string) =>
-      db.knex.raw('select ??(?, ?, ?, ?::jsonb)', [
+      db.knex
+        .raw('select ??(?, ?, ?, ?::jsonb) as enqueued', [
+          `${db.schema}.enqueue_event`,
+          `${key}@example.com`,
+          'matter.closed',
+          key,
+          metadata,
+        ])
+        .then(
+          (r: { rows: Array<{ enqueued: boolean }> }) => r.rows[0]?.enqueued,
+          (error: unknown) => String(error),
+        );
+    const refused = (key: string, what: string) =>
+      expect.stringContaining(
+        `enqueue_event: metadata of key ${key} holds the number ${what}: write it as a string`,
+      );
+    expect(await enqueue('q-inf', '{"score": 1e400}')).toEqual(
+      refused(
+        'q-inf',
+        '1000000000000000000000000000000000000000… is too large for a JSON reader (it would be sent as null)',
+      ),
+    );
+    expect(await enqueue('q-id', '{"crm": [1, {"id": 12345678901234567890}]}')).toEqual(
+      refused('q-id', '12345678901234567890 is a whole number past 2^53, which is not carried exactly'),
+    );
+    expect(await enqueue('q-digits', '{"x": 0.1000000000000000000001}')).toEqual(
+      refused(
+        'q-digits',
+        '0.1000000000000000000001 has more digits than a JSON reader carries (it would be sent as 0.1)',
+      ),
+    );
+    expect(await enqueue('q-tiny', '{"x": 1e-400}')).toEqual(
+      refused('q-tiny', `0.${'0'.repeat(38)}… is too small for a JSON reader (it would be sent as 0)`),
+    );
+    expect(
+      await enqueue(
+        'q-ok',
+        '{"x": 1.50, "y": 1e2, "z": -0, "w": 1.5e-7, "v": 9007199254740991, "u": 0.30000000000000004}',
+      ),
+    ).toBe(true);
+    // Whatever the caller's session prints floats with: the function sets its own.
+    await db.knex.transaction(async (trx) => {
+      if (db.backend === 'postgres') await trx.raw('set local extra_float_digits = 0');
+      const r = await trx.raw('select ??(?, ?, ?, ?::jsonb) as enqueued', [
         `${db.schema}.enqueue_event`,
-        `${key}@example.com`,
+        'q-session@example.com',
         'matter.closed',
-        key,
-        metadata,
+        'q-session',
+        '{"u": 0.30000000000000004}',
       ]);
+      expect(r.rows[0].enqueued).toBe(true);
+    });
+    // Not sent by the next test's drain.
+    await db.knex(db.table('events_outbox')).where('idempotency_key', 'like', 'q-%').del();
+  });
+
+  it('a jsonb number JSON.parse would alter in a row written without enqueue_event is refused at its turn with its reason, never sent altered; the others are sent', async () => {
+    // As a partner's own INSERT writes it, skipping enqueue_event's checks.
+    const enqueue = (key: string, metadata: string) =>
+      db.knex(db.table('events_outbox')).insert({
+        idempotency_key: key,
+        email: `${key}@example.com`,
+        event_type: 'matter.closed',
+        metadata: db.knex.raw('?::jsonb', [metadata]),
+        source: 'sql',
+      });
     await enqueue('s-inf', '{"k": "s-inf", "score": 1e400}');
     await enqueue('s-neg', '{"k": "s-neg", "score": -1e400}');
     await enqueue('s-id', '{"k": "s-id", "crm": [12345678901234567890]}');
