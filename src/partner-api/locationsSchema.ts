@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { slugText } from './indexedText.js';
-import { paginationSchema } from './paginationSchema.js';
+import { pageRecords, paginationSchema } from './paginationSchema.js';
 import { isoTimestamp } from './timestampSchema.js';
 
 // Address lines are strings per spec 2.2, but an unset line may reasonably come back null or absent.
@@ -30,4 +30,4 @@ export const locationSchema = z.object({
 export type Location = z.infer<typeof locationSchema>;
 
 // Each location is checked on its own (validRecords.ts): one bad record is quarantined, not fatal.
-export const locationPageSchema = z.object({ locations: z.array(z.unknown()), pagination: paginationSchema });
+export const locationPageSchema = z.object({ locations: pageRecords, pagination: paginationSchema });

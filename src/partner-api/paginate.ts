@@ -14,55 +14,81 @@ export interface Page<T> {
   readonly receivedAt: Date;
   /** Records of the page that failed their schema, for the quarantine (absent: none). */
   readonly rejected?: readonly RejectedRecord[];
+  /**
+   * The page's `pagination.count` when it differs from the records the page holds (absent: they
+   * agree, or the page sent no count). Not an error (see countMismatchOf): `paginate` logs it.
+   */
+  readonly countMismatch?: CountMismatch;
+}
+
+/** A page's `pagination.count` and the records it holds, when the two differ. */
+interface CountMismatch {
+  readonly count: number;
+  readonly records: number;
 }
 
 export type FetchPage<T> = (cursor: string | null, signal: AbortSignal) => Promise<Page<T>>;
 
 /**
  * The cursor after a page, or null at the end. Spec 4.3: has_more false means the end (a cursor
- * beside it is ignored). A page claiming more without a cursor is a protocol violation, never an
- * end: taken as one, it would move the watermark past unread reviews and mark them removed.
+ * beside it is ignored). A cursor null, `""` or absent is no cursor (paginationSchema.ts): `""`
+ * sent back as `cursor=` would ask for the first page again. A page claiming more without a
+ * cursor is a protocol violation, never an end: taken as one, it would move the watermark past
+ * unread reviews and mark them removed.
  */
 export function continuationOf(pagination: Pagination, route: string): string | null {
   if (!pagination.has_more) return null;
-  if (pagination.next_cursor === null) {
-    throw new ApiProtocolError(route, 'has_more is true but next_cursor is null');
+  const next = pagination.next_cursor;
+  if (next === null || next === undefined || next === '') {
+    const sent = next === undefined ? 'absent' : next === null ? 'null' : 'empty';
+    throw new ApiProtocolError(route, `has_more is true but next_cursor is ${sent}`);
   }
-  return pagination.next_cursor;
+  return next;
 }
 
 /**
- * Checks a page's records against what was asked and what the page says of itself, before any of
- * them is validated. More records than the `limit` asked for is a platform that ignores it (the
- * page is not the one asked for, and each record costs a validation); a `count` (spec 2.6: the
- * number of records in this page) other than what the page holds means records were lost or added
- * on the way. Either fails the walk: a page that cannot be trusted to be whole would let a
- * reconcile mark its missing records removed, or move a watermark past them.
+ * Fails a page holding more records than the `limit` asked for: a platform that ignores it sends
+ * a page other than the one asked for, and each record costs a validation (this check comes
+ * before any of them is validated).
  */
-function checkPageRecords(
-  records: readonly unknown[],
-  pagination: Pagination,
-  limit: number,
-  route: string,
-): void {
+function checkPageSize(records: readonly unknown[], limit: number, route: string): void {
   if (records.length > limit) {
     throw new ApiProtocolError(
       route,
       `the page holds ${records.length} records, more than the ${limit} asked for`,
     );
   }
-  if (pagination.count !== records.length) {
-    throw new ApiProtocolError(
-      route,
-      `pagination.count is ${pagination.count} but the page holds ${records.length} records`,
-    );
-  }
 }
 
 /**
- * A listing's page as a walk takes it, for every paginated resource: checked whole against the
- * `limit` asked for and its own count (above), its continuation read, then its records validated
- * one by one, the rejected ones kept for the quarantine (splitValid).
+ * A page's `pagination.count` (spec 2.6: the number of records in this page) when it differs from
+ * the records the page holds, or undefined (they agree, or no count was sent).
+ *
+ * A disagreement is reported, not fatal. The spec does not say how the count is reached, and a
+ * platform that counts a page before it filters out what the feed does not show ("only public,
+ * non-suppressed reviews", spec 2.1) sends a count above the records on every page holding a
+ * hidden one; failing the walk there would fail it at that page on every run, for good (the
+ * checkpoint stays before it, and no new review is polled again). The count guards nothing the
+ * walk does not guard otherwise: the records that came are each validated (splitValid), and a
+ * feed that loops or never ends is caught by the walk's own checks (a repeated cursor, a page
+ * served twice, empty pages in a row, the page ceiling: see paginate). What it cannot tell from
+ * a record the platform hid is a record lost on the way; but a body cut short or altered in
+ * transit fails to parse as JSON long before, so such a loss needs a platform or proxy that drops
+ * whole records and keeps the JSON valid. Were one to, a reconcile reading the page would mark
+ * the missing records removed (as it does for hidden ones) and the next reconcile that reads them
+ * would restore them; the log's warning names the route and both numbers.
+ */
+function countMismatchOf(records: readonly unknown[], pagination: Pagination): CountMismatch | undefined {
+  const count = pagination.count;
+  if (count === null || count === undefined || count === records.length) return undefined;
+  return { count, records: records.length };
+}
+
+/**
+ * A listing's page as a walk takes it, for every paginated resource: held to the `limit` asked
+ * for, its count compared with its records (a difference is returned, not thrown: see
+ * countMismatchOf), its continuation read, then its records validated one by one, the rejected
+ * ones kept for the quarantine (splitValid).
  */
 export function pageOf<S extends z.ZodType>(
   records: readonly unknown[],
@@ -71,10 +97,12 @@ export function pageOf<S extends z.ZodType>(
   where: { readonly route: string; readonly field: string; readonly limit: number },
 ): Page<z.output<S>> {
   const { route, field, limit } = where;
-  checkPageRecords(records, pagination, limit, route);
+  checkPageSize(records, limit, route);
+  const countMismatch = countMismatchOf(records, pagination);
   const nextCursor = continuationOf(pagination, route);
   const { valid, rejected } = splitValid(records, record, { route, status: 200, field }, limit);
-  return { items: valid, nextCursor, receivedAt: new Date(), rejected };
+  const page = { items: valid, nextCursor, receivedAt: new Date(), rejected };
+  return countMismatch === undefined ? page : { ...page, countMismatch };
 }
 
 /**
@@ -94,7 +122,7 @@ export interface PaginateOptions<T> {
   readonly maxPages?: number;
   /** Identity of an item, to recognise a page served twice; without it, that check is off. */
   readonly idOf?: (item: T) => unknown;
-  /** Where a protocol violation is logged before it is thrown. */
+  /** Where a protocol violation is logged before it is thrown, and a page's count mismatch. */
   readonly log?: Logger;
   /** Empty pages in a row claiming more that fail the walk. Default: MAX_EMPTY_PAGES_IN_A_ROW. */
   readonly maxEmptyPages?: number;
@@ -159,6 +187,13 @@ export async function* paginate<T>(
     let pending = start(startCursor);
     for (let pages = 1; ; pages++) {
       const page = await pending;
+      if (page.countMismatch !== undefined) {
+        const { count, records } = page.countMismatch;
+        log?.warn(
+          { route, page: pages, count, records },
+          'partner API page count disagrees with its records',
+        );
+      }
       const next = page.nextCursor;
       const unkept = checkpointed && next !== null ? uncheckpointable(next, pages) : undefined;
       if (unkept !== undefined) throw violation(unkept);

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { slugText } from './indexedText.js';
-import { paginationSchema } from './paginationSchema.js';
+import { pageRecords, paginationSchema } from './paginationSchema.js';
 import { isoTimestamp } from './timestampSchema.js';
 import { uuidText } from './uuidText.js';
 
@@ -24,6 +24,6 @@ export type Professional = z.infer<typeof professionalSchema>;
 
 // Each professional is checked on its own (validRecords.ts): one bad record is quarantined, not fatal.
 export const professionalPageSchema = z.object({
-  professionals: z.array(z.unknown()),
+  professionals: pageRecords,
   pagination: paginationSchema,
 });

@@ -77,8 +77,11 @@ describe('a next_cursor holding U+0000', () => {
     if (path !== '/reviews') return { status: 404, body: { error: 'not found' } };
     const cursor = query.get('cursor');
     const page = cursor === null ? 0 : cursor === cursorAfter(2) ? 3 : Number(cursor.slice(1)) + 1;
-    const reviews = feed.slice(page * 100, page * 100 + 100);
-    const more = page < 3;
+    // Only the second run's read of the reviews above the stuck walk asks for a `since`.
+    const since = query.get('since');
+    const visible = since === null ? feed : feed.filter((r) => r.created_at > since);
+    const reviews = visible.slice(page * 100, page * 100 + 100);
+    const more = since === null ? page < 3 : page * 100 + 100 < visible.length;
     return {
       status: 200,
       body: {

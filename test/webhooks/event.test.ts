@@ -14,12 +14,15 @@ const review = {
 const body = (value: unknown) => Buffer.from(JSON.stringify(value));
 
 describe('parseEvent', () => {
-  it('accepts a review.created delivery, with extra fields and a numeric timestamp', () => {
+  it('accepts a review.created delivery with extra fields, whatever its body says of the time', () => {
     const parsed = parseEvent(
       body({ event: 'review.created', timestamp: '1700000000', data: review, extra: 1 }),
     );
-    expect(parsed).toMatchObject({ ok: true, event: { timestamp: 1700000000, data: { id: review.id } } });
-    expect(parseEvent(body({ event: 'review.created', timestamp: 1700000000, data: review })).ok).toBe(true);
+    expect(parsed).toMatchObject({ ok: true, event: { data: { id: review.id } } });
+    // Only the signed X-EE-Timestamp dates a delivery: the body's time is not read.
+    for (const timestamp of [1700000000, 'yesterday', undefined]) {
+      expect(parseEvent(body({ event: 'review.created', timestamp, data: review })).ok).toBe(true);
+    }
   });
 
   it('tells another event type apart, by the signed body first, then by the header', () => {
@@ -51,9 +54,6 @@ describe('parseEvent', () => {
     expect(
       parseEvent(body({ event: 'review.created', timestamp: '1', data: { ...review, id: 'nope' } })),
     ).toMatchObject({ ok: false, reason: 'invalid_event', detail: expect.stringContaining('data.id') });
-    expect(parseEvent(body({ event: 'review.created', timestamp: 'yesterday', data: review })).ok).toBe(
-      false,
-    );
     expect(parseEvent(body([]))).toMatchObject({ ok: false, reason: 'invalid_event' });
   });
 });
