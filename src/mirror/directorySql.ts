@@ -2,10 +2,24 @@ import type { Queryable, Tables } from '../db/queryable.js';
 import { storableText } from '../db/storableText.js';
 import type { Location } from '../partner-api/locationsSchema.js';
 import type { ProfessionalListItem } from '../partner-api/professionalsSchema.js';
+import { uuidText } from '../partner-api/uuidText.js';
 import { arrayLiteral } from './arrayLiteral.js';
 
 /** The directory's tables: `locations` and `professionals`. */
 export type DirectoryTable = 'locations' | 'professionals';
+
+/**
+ * A directory id as text, in the form the mirror stores and compares it: a UUID (a professional's)
+ * in lower case, as `uuidText` makes the ids of valid records and as PostgreSQL prints its `uuid`
+ * type; anything else (a location's integer, an id that is no UUID) as it is. A record sent with
+ * `"ID"` in upper case and rejected keeps that case in its raw (and quarantine row): compared as
+ * sent, it would match no stored id, and a record still listed would be marked removed.
+ */
+export function directoryIdText(id: string | number): string {
+  const text = String(id);
+  const parsed = uuidText.safeParse(text);
+  return parsed.success ? parsed.data : text;
+}
 
 const lastPerId = <T extends { id: unknown }>(items: readonly T[]): T[] => [
   ...new Map(items.map((i) => [i.id, i])).values(),
@@ -127,8 +141,9 @@ export async function upsertProfessionals(
 }
 
 /**
- * Stored records a listing returned that failed their schema (ids as text, as sent): they exist on
- * the platform, so they count as listed and are not marked removed; each keeps its last valid version.
+ * Stored records a listing returned that failed their schema (ids as text, as sent, in any case:
+ * compared as `directoryIdText` gives them), or whose single read failed: they exist on the
+ * platform, so they count as listed and are not marked removed; each keeps its last valid version.
  */
 export async function markListed(
   q: Queryable,
@@ -138,7 +153,7 @@ export async function markListed(
 ): Promise<void> {
   if (ids.length === 0) return;
   await q(db.table(tableName))
-    .whereRaw('??::text = any(?::text[])', ['id', arrayLiteral(ids)])
+    .whereRaw('??::text = any(?::text[])', ['id', arrayLiteral(ids.map(directoryIdText))])
     .update({ last_seen_at: q.fn.now(), removed_at: null });
 }
 

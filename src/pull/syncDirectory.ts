@@ -1,9 +1,11 @@
 import { readDatabaseNow } from '../db/clockSql.js';
+import { describeError, RetryableError } from '../errors.js';
 import { JOB } from '../jobs/jobNames.js';
 import { type Fence, NO_FENCE } from '../jobs/lease.js';
 import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import {
   type DirectoryTable,
+  directoryIdText,
   markListed,
   markRemovedDirectory,
   readStoredProfessionals,
@@ -13,7 +15,7 @@ import {
 } from '../mirror/directorySql.js';
 import { quarantineRecords, rejectedRecordId } from '../mirror/quarantineSql.js';
 import type { CheckedRecord } from '../partner-api/directoryPages.js';
-import { ApiRequestError } from '../partner-api/errors.js';
+import { ApiRequestError, ApiUnavailableError } from '../partner-api/errors.js';
 import type { Professional } from '../partner-api/professionalsSchema.js';
 import type { RejectedRecord } from '../partner-api/validRecords.js';
 import type { PullContext } from './context.js';
@@ -35,6 +37,7 @@ export async function syncLocations(
 ): Promise<void> {
   const { db, api } = ctx;
   const startedAt = await readDatabaseNow(db.knex);
+  const reads = new SingleReads('locations', counts, signal);
   for (const active of BOTH) {
     for await (const page of api.locations.pages(active, null, signal)) {
       addCount(counts, 'pages');
@@ -42,10 +45,11 @@ export async function syncLocations(
       await quarantineListed(ctx, 'locations', page.rejected, counts);
     }
   }
-  await confirmUnlisted(ctx, 'locations', startedAt, counts, {
+  await confirmUnlisted(ctx, 'locations', startedAt, counts, reads, {
     read: (slug) => ctx.api.locations.read(slug, signal),
     store: (found) => upsertLocations(db.knex, db, found),
   });
+  reads.failIfDown();
   addCount(counts, 'removed', await markRemovedFenced(ctx, 'locations', startedAt, fence));
   ctx.metrics?.lastCompleteWalk.set({ sync_job: JOB.locations }, Date.now() / 1000);
 }
@@ -54,6 +58,12 @@ export async function syncLocations(
  * Mirrors every professional, active and inactive, with `location_id` from single reads (at most
  * `detailConcurrency` at once) where the mirror lacks it or the listed record changed; `full`
  * re-reads every one. Removal as for locations.
+ *
+ * A single read that fails for its record alone (see `recordReadFailure`) is that record's
+ * failure: its listed fields are stored without its `location_id`, it counts as listed, it is
+ * logged and counted (`details_failed`), and the next run reads it again; the rest goes on. A
+ * single read that is down altogether fails the run instead, once the listings are stored (see
+ * SingleReads).
  */
 export async function syncProfessionals(
   ctx: PullContext,
@@ -64,6 +74,7 @@ export async function syncProfessionals(
 ): Promise<void> {
   const { db, api, log } = ctx;
   const startedAt = await readDatabaseNow(db.knex);
+  const reads = new SingleReads('professionals', counts, signal);
   for (const active of BOTH) {
     for await (const page of api.professionals.pages(active, null, signal)) {
       const stored = await readStoredProfessionals(
@@ -77,20 +88,24 @@ export async function syncProfessionals(
       const details = new Map<string, Professional>();
       // A single record failing its schema is quarantined; its listed fields are stored without it.
       const rejectedDetails: RejectedRecord[] = [];
-      // A read answered with an error or no record instead: stored without it too, read next run.
+      // A read answered with an error or no record instead (or not made, the single read being
+      // down): stored without it too, read next run.
       let failed = 0;
+      let skipped = 0;
       await mapBounded(toRead, ctx.detailConcurrency, async (item) => {
-        const read = await readIfSame(item.id, () => api.professionals.read(item.slug, signal));
-        if (read === undefined) return;
-        if ('record' in read) details.set(item.id, read.record);
+        const read = await reads.read(item.id, () => api.professionals.read(item.slug, signal));
+        if (read === 'skipped') skipped++;
+        else if (read === undefined) return;
+        else if ('record' in read) details.set(item.id, read.record);
         else if ('rejected' in read) rejectedDetails.push(read.rejected);
         else {
           failed++;
           warnFailedRead(ctx, 'professionals', item, read.failed);
         }
       });
-      const missing = toRead.length - details.size - rejectedDetails.length - failed;
+      const missing = toRead.length - details.size - rejectedDetails.length - failed - skipped;
       if (missing > 0) log.info({ missing }, 'professionals renamed or gone since listed; read next run');
+      if (failed > 0) addCount(counts, 'details_failed', failed);
       const written = await upsertProfessionals(
         db.knex,
         db,
@@ -102,7 +117,9 @@ export async function syncProfessionals(
       await quarantineListed(ctx, 'professionals', [...(page.rejected ?? []), ...rejectedDetails], counts);
     }
   }
-  await confirmUnlisted(ctx, 'professionals', startedAt, counts, {
+  // Down during the listings: no unlisted record could be confirmed, and none is marked removed.
+  reads.failIfDown();
+  await confirmUnlisted(ctx, 'professionals', startedAt, counts, reads, {
     read: (slug) => ctx.api.professionals.read(slug, signal),
     store: (found) =>
       upsertProfessionals(
@@ -111,6 +128,7 @@ export async function syncProfessionals(
         found.map((p) => ({ item: p, detail: p })),
       ),
   });
+  reads.failIfDown();
   addCount(counts, 'removed', await markRemovedFenced(ctx, 'professionals', startedAt, fence));
   ctx.metrics?.lastCompleteWalk.set({ sync_job: JOB.professionals }, Date.now() / 1000);
 }
@@ -130,6 +148,7 @@ async function quarantineListed(
   if (rejected === undefined || rejected.length === 0) return;
   const ids = [...alsoListed];
   for (const r of rejected) {
+    // As sent, for the log; markListed compares it as the mirror stores ids (directoryIdText).
     const id = rejectedRecordId(r.raw);
     if (id !== null) ids.push(id);
     ctx.log.warn({ resource, recordId: id, reason: r.reason }, 'directory record quarantined');
@@ -157,23 +176,108 @@ function markRemovedFenced(
 }
 
 /**
+ * Single reads in a row that got no record (each failing for its record alone, see
+ * `recordReadFailure`) after which a run takes the single read itself for down.
+ *
+ * A record that fails is that record's failure, and the run goes on. But when every read fails,
+ * the trouble is not in the records: the route is down, or answers every record the same error
+ * (a proxy, a changed API). Going on would spend the retry budget of every record in turn (a run
+ * of hours, for a directory of thousands), and end as a success that stored no `location_id`
+ * nor confirmed any removal: the job's alert would never fire. So from this many failures in a
+ * row the run stops reading, stores the listings, marks nothing removed, and fails as retryable.
+ *
+ * Not one: an incremental run reads only the new, changed or unread records, and a record whose
+ * read fails for good is among them on every run, often alone. Failing the run on it would fail
+ * every run on one bad record, the defect this replaces. Three distinct records failing with
+ * nothing read between them is rarely three bad records.
+ */
+const SINGLE_READS_DOWN_AFTER = 3;
+
+/**
+ * The single reads of one run (a professional's detail, an unlisted record's confirmation): each
+ * read through `readIfSame`, counting failures in a row until one gets an answer.
+ */
+class SingleReads {
+  #inARow = 0;
+  #down: { readonly failures: number; readonly last: string } | undefined;
+
+  constructor(
+    private readonly resource: DirectoryTable,
+    private readonly counts: RunCounts,
+    private readonly signal: AbortSignal | undefined,
+  ) {}
+
+  /** The read, or `skipped` (not made) once the single read is taken for down. */
+  async read<T extends { id: string | number }>(
+    id: string | number,
+    read: () => Promise<CheckedRecord<T>>,
+  ): Promise<CheckedRecord<T> | undefined | 'skipped'> {
+    if (this.#down !== undefined) {
+      addCount(this.counts, 'reads_skipped');
+      return 'skipped';
+    }
+    const checked = await readIfSame(id, read, this.signal);
+    if (checked === undefined || !('failed' in checked)) this.#inARow = 0;
+    else if (++this.#inARow >= SINGLE_READS_DOWN_AFTER && this.#down === undefined) {
+      this.#down = { failures: this.#inARow, last: checked.failed };
+    }
+    return checked;
+  }
+
+  /** Fails the run (retryable) when the single read was taken for down. */
+  failIfDown(): void {
+    if (this.#down === undefined) return;
+    throw new RetryableError(
+      `the single read of ${this.resource} (GET /${this.resource}/:slug) failed for ` +
+        `${this.#down.failures} records in a row, none read between them: taken for down; the ` +
+        `listings are stored, nothing is marked removed, the next run reads again (last: ${this.#down.last})`,
+    );
+  }
+}
+
+/**
+ * Why a single read's failure is its record's alone, or undefined when it is not (then it fails
+ * the run): the platform answered this one request with an error status, a refusal (any 4xx but
+ * 401 and a 403 of the key, which the transport throws as ApiAuthError; a 404 is handled before
+ * as not found) or a server error (5xx, once the transport's retries are spent). Another record
+ * may read well, and a run stopped on this one would stop on it every time.
+ *
+ * Not the record's: no answer at all (a network failure or a timeout, no status), a 429 (the
+ * platform throttles the key, not the record: every read after it would be throttled too), a
+ * refused key, the run's own abort (shutdown, a lost lease), or anything else (a database error).
+ */
+function recordReadFailure(error: unknown, signal: AbortSignal | undefined): string | undefined {
+  if (signal?.aborted) return undefined;
+  if (error instanceof ApiRequestError) return describeError(error);
+  if (error instanceof ApiUnavailableError && error.status !== undefined && error.status !== 429) {
+    return describeError(error);
+  }
+  return undefined;
+}
+
+/**
  * The single record by slug, or undefined when the slug no longer names the record with `id`
- * (renamed or deleted since the listing). One that fails its schema is taken as that record
- * unless the id it carries says otherwise; a read answered with an error comes back as such.
+ * (renamed or deleted since the listing: a 404). One that fails its schema is taken as that
+ * record unless the id it carries (compared as the mirror stores ids: a UUID in any case) says
+ * otherwise; a read answered with an error, or failing for its record alone (see
+ * `recordReadFailure`), comes back as failed. Any other failure is thrown.
  */
 async function readIfSame<T extends { id: string | number }>(
   id: string | number,
   read: () => Promise<CheckedRecord<T>>,
+  signal: AbortSignal | undefined,
 ): Promise<CheckedRecord<T> | undefined> {
   try {
     const checked = await read();
     if ('record' in checked) return checked.record.id === id ? checked : undefined;
     if ('failed' in checked) return checked;
     const carried = rejectedRecordId(checked.rejected.raw);
-    return carried === null || carried === String(id) ? checked : undefined;
+    return carried === null || directoryIdText(carried) === directoryIdText(id) ? checked : undefined;
   } catch (error) {
     if (error instanceof ApiRequestError && error.status === 404) return undefined;
-    throw error;
+    const failed = recordReadFailure(error, signal);
+    if (failed === undefined) throw error;
+    return { failed };
   }
 }
 
@@ -201,27 +305,32 @@ function warnFailedRead(
  * again. Removal waits for a clear not-found: an error text may mean anything (an overloaded
  * platform answering 200), and a record marked removed on it would be taken for deleted
  * downstream, while one kept a run longer only waits. Each is logged with the platform's text and
- * counted as `unconfirmed`, so that a platform which always answers so is noticed.
+ * counted as `unconfirmed`, so that a platform which always answers so is noticed. So is a read
+ * that failed for its record alone (a 5xx past its retries, a 400): no not-found either.
+ *
+ * Reads not made, the single read being taken for down (`SingleReads`), leave their records
+ * unmarked: the caller then fails the run before anything is marked removed.
  */
 async function confirmUnlisted<T extends { id: string | number }>(
   ctx: PullContext,
   tableName: DirectoryTable,
   startedAt: Date,
   counts: RunCounts,
+  singleReads: SingleReads,
   io: { read: (slug: string) => Promise<CheckedRecord<T>>; store: (found: T[]) => Promise<unknown> },
 ): Promise<void> {
   const candidates = await unlistedSince(ctx.db.knex, ctx.db, tableName, startedAt);
   const reads = await mapBounded(candidates, ctx.detailConcurrency, async (c) => ({
     id: String(c.id),
     slug: c.slug,
-    read: await readIfSame(c.id, () => io.read(c.slug)),
+    read: await singleReads.read(c.id, () => io.read(c.slug)),
   }));
   const found: T[] = [];
   const rejected: RejectedRecord[] = [];
   const kept: string[] = [];
   const unconfirmed: string[] = [];
   for (const { id, slug, read } of reads) {
-    if (read === undefined) continue;
+    if (read === undefined || read === 'skipped') continue;
     if ('record' in read) found.push(read.record);
     else if ('rejected' in read) {
       rejected.push(read.rejected);
