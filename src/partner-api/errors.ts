@@ -12,6 +12,8 @@ export interface ApiErrorDetails {
   readonly cause?: unknown;
   /** The request may have been processed: no complete answer came after it was sent. */
   readonly outcomeUnknown?: boolean | undefined;
+  /** How long the platform asked to wait before trying again (`Retry-After`), in milliseconds. */
+  readonly retryAfterMs?: number | undefined;
 }
 
 /** The platform or the network failed in a way that may pass: 5xx, 429, timeouts, truncated bodies. */
@@ -26,11 +28,17 @@ export class ApiUnavailableError extends RetryableError {
    * status counts as unknown: the outbox sends an event again only when it is told otherwise.
    */
   readonly outcomeUnknown: boolean;
+  /**
+   * The platform's `Retry-After` of the last answer, in milliseconds, when it sent one: a caller
+   * that keeps the work for later (the events outbox) waits at least that long.
+   */
+  readonly retryAfterMs: number | undefined;
   constructor(message: string, details: ApiErrorDetails) {
     super(message, { cause: details.cause });
     this.route = details.route;
     this.status = details.status;
     this.outcomeUnknown = details.outcomeUnknown ?? details.status === undefined;
+    this.retryAfterMs = details.retryAfterMs;
   }
 }
 

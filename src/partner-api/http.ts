@@ -254,8 +254,8 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
     }
     if (isRetryableStatus(status)) {
       const reason: FailureReason = status === 429 ? 'rate_limited' : 'server_error';
-      const error = new ApiUnavailableError(`${route} answered ${status}`, { route, status });
       const retryAfterMs = parseRetryAfter(headers['retry-after'], Date.now());
+      const error = new ApiUnavailableError(`${route} answered ${status}`, { route, status, retryAfterMs });
       throw new AttemptFailure(reason, idempotent || status === 429, error, retryAfterMs);
     }
     if (status < 200 || status > 299) throw new ApiRequestError(platformErrorText(text), { route, status });

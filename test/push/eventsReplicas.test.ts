@@ -15,8 +15,10 @@ const PER_TRANSACTION = 50;
  * Two `run` replicas drain one outbox on one PostgreSQL while 10,000 events are enqueued by
  * concurrent partner transactions and the platform fails (500, 429, hangs); one replica is
  * SIGKILLed mid-drain. Every event must reach the platform once by its key, except those the
- * outbox marked as possible duplicates (an answer lost): those may arrive twice, and no more
- * than the outbox counted.
+ * outbox marked as possible duplicates (an answer lost: a 500 or a hang, or a killed replica's
+ * claim): those may arrive twice, never more, and no more than the outbox counted. An event
+ * whose outcome was unknown again after it was sent again is parked (a 500 the sandbox answers
+ * before acting, twice: then the platform may not have it at all), never sent a third time.
  */
 describe('two replicas draining one outbox', () => {
   let sandbox: TestSandbox;
@@ -103,17 +105,25 @@ describe('two replicas draining one outbox', () => {
           .knex(outbox.table('events_outbox'))
           .select('idempotency_key', 'state', 'possible_duplicate');
       expect(rows).toHaveLength(EVENTS);
-      expect(rows.filter((r) => r.state !== 'sent')).toEqual([]);
+      // Parked only after a second unknown outcome, so flagged; nothing failed.
+      expect(
+        rows.filter((r) => r.state !== 'sent' && !(r.state === 'parked' && r.possible_duplicate)),
+      ).toEqual([]);
       const flagged = new Set(rows.filter((r) => r.possible_duplicate).map((r) => r.idempotency_key));
+      const parked = new Set(rows.filter((r) => r.state === 'parked').map((r) => r.idempotency_key));
 
       const received = new Map<string, number>();
       for (const e of (await sandbox.control.truth(sandbox.companyId)).events) {
         const k = String(e.metadata?.k);
         received.set(k, (received.get(k) ?? 0) + 1);
       }
-      expect(received.size).toBe(EVENTS);
+      // Every sent event arrived; a parked one may not have (both its sends met a 500).
+      for (const r of rows) {
+        if (!parked.has(r.idempotency_key)) expect(received.has(r.idempotency_key)).toBe(true);
+      }
       let extra = 0;
       for (const [key, n] of received) {
+        expect(n, `${key} arrived ${n} times`).toBeLessThanOrEqual(2);
         if (n > 1) {
           expect(flagged.has(key), `${key} arrived ${n} times without being flagged`).toBe(true);
           extra += n - 1;

@@ -4,6 +4,8 @@ import type { Db } from '../../src/db/connect.js';
 import { toNewEvent } from '../../src/push/events/eventInput.js';
 import { jsonTextBytes, METADATA_MAX_BYTES } from '../../src/push/events/metadataSize.js';
 import {
+  type ClaimedEvent,
+  type ClaimRef,
   claimDueEvents,
   enqueueEvents,
   pruneOutbox,
@@ -12,6 +14,7 @@ import {
   recordDecisions,
   releaseExpiredClaims,
   renewClaims,
+  resolveEvent,
 } from '../../src/push/events/outboxSql.js';
 import { freshDb } from '../helpers/db.js';
 import { newEvent } from './helpers.js';
@@ -28,15 +31,26 @@ describe('outbox SQL', () => {
   const outbox = () => db.knex(db.table('events_outbox'));
   const RETRY = { unknownOutcome: 'retry', maxAttempts: 10 } as const;
   /** Marks `ids` as sent by `worker` (their requests started): a lapse may leave them sent. */
-  const startSending = (worker: string, ids: readonly number[]) =>
-    renewClaims(db.knex, db, worker, ids, 1, { starting: true });
+  const startSending = (worker: string, claims: readonly ClaimRef[]) =>
+    renewClaims(db.knex, db, worker, claims, 1, { starting: true });
+  /** An outcome of `claim`, pending again at once (`refund`: the attempt given back, as after a 401). */
+  const pendingAgain = (claim: ClaimRef, refund = false) => ({
+    id: claim.id,
+    claim: claim.claim,
+    state: 'pending' as const,
+    delayMs: 0,
+    error: 'x',
+    possibleDuplicate: false,
+    refund,
+    platformId: null,
+    platformStatus: null,
+  });
+  /** The claims of the first test, kept for the tests after it. */
+  let firstClaims: ClaimedEvent[] = [];
   /** A worker that claims the due events, starts sending them and dies: its claims lapse at once. */
   const claimAndDie = async () => {
     const claimed = await claimDueEvents(db.knex, db, 'doomed-worker', 10, 1);
-    await startSending(
-      'doomed-worker',
-      claimed.map((e) => e.id),
-    );
+    await startSending('doomed-worker', claimed);
     await sleep(5);
     return claimed;
   };
@@ -52,6 +66,7 @@ describe('outbox SQL', () => {
     expect(await enqueueEvents(db.knex, db, [newEvent('c1')])).toBe(0);
     const a = await claimDueEvents(db.knex, db, 'worker-a', 2, 60_000);
     const b = await claimDueEvents(db.knex, db, 'worker-b', 2, 60_000);
+    firstClaims = [...a, ...b];
     expect(a.map((e) => e.key)).toEqual(['c1', 'c2']);
     expect(b.map((e) => e.key)).toEqual(['c3']);
     expect(a[0]!.attempts).toBe(1);
@@ -61,6 +76,7 @@ describe('outbox SQL', () => {
       await recordDecisions(db.knex, db, 'worker-b', [
         {
           id: a[0]!.id,
+          claim: a[0]!.claim,
           state: 'sent',
           delayMs: 0,
           error: null,
@@ -74,6 +90,7 @@ describe('outbox SQL', () => {
     const written = await recordDecisions(db.knex, db, 'worker-a', [
       {
         id: a[0]!.id,
+        claim: a[0]!.claim,
         state: 'sent',
         delayMs: 0,
         error: null,
@@ -84,6 +101,7 @@ describe('outbox SQL', () => {
       },
       {
         id: a[1]!.id,
+        claim: a[1]!.claim,
         state: 'pending',
         delayMs: 60_000,
         error: '500',
@@ -105,10 +123,9 @@ describe('outbox SQL', () => {
 
   it('renews only the claims the worker still holds', async () => {
     const before = await outbox().where({ idempotency_key: 'c3' }).first('lease_expires_at');
-    const c3 = Number((await outbox().where({ idempotency_key: 'c3' }).first('id')).id);
-    const c1 = Number((await outbox().where({ idempotency_key: 'c1' }).first('id')).id);
-    expect(await renewClaims(db.knex, db, 'worker-a', [c3], 120_000)).toEqual(new Set());
-    expect(await renewClaims(db.knex, db, 'worker-b', [c3, c1], 120_000)).toEqual(new Set([c3]));
+    const [c1, , c3] = firstClaims;
+    expect(await renewClaims(db.knex, db, 'worker-a', [c3!], 120_000)).toEqual(new Set());
+    expect(await renewClaims(db.knex, db, 'worker-b', [c3!, c1!], 120_000)).toEqual(new Set([c3!.id]));
     const after = await outbox().where({ idempotency_key: 'c3' }).first('lease_expires_at');
     expect(new Date(after.lease_expires_at).getTime()).toBeGreaterThan(
       new Date(before.lease_expires_at).getTime(),
@@ -116,8 +133,7 @@ describe('outbox SQL', () => {
   });
 
   it('takes back the claims of a dead worker as unknown outcomes: sent again and flagged, or parked', async () => {
-    const c3 = Number((await outbox().where({ idempotency_key: 'c3' }).first('id')).id);
-    await startSending('worker-b', [c3]);
+    await startSending('worker-b', [firstClaims[2]!]);
     await outbox()
       .where({ idempotency_key: 'c3' })
       .update({ lease_expires_at: db.knex.raw("now() - interval '1 second'") });
@@ -133,7 +149,7 @@ describe('outbox SQL', () => {
     });
     await enqueueEvents(db.knex, db, [newEvent('p1')]);
     const [p1] = (await claimDueEvents(db.knex, db, 'worker-d', 10, 60_000)).filter((e) => e.key === 'p1');
-    await startSending('worker-d', [p1!.id]);
+    await startSending('worker-d', [p1!]);
     await outbox()
       .where({ idempotency_key: 'p1' })
       .update({ lease_expires_at: db.knex.raw("now() - interval '1 second'") });
@@ -146,16 +162,17 @@ describe('outbox SQL', () => {
     expect(await outbox().where({ idempotency_key: 'p1' }).first()).toMatchObject({ state: 'parked' });
   });
 
-  it('fails an event whose claims lapsed three times, each lapse and attempt counted once', async () => {
+  it('parks an event whose claim lapses once it was sent again flagged (a poison event at its second lapse): at most two copies', async () => {
     await enqueueEvents(db.knex, db, [newEvent('poison')]);
-    // A first attempt answered (a 500), counted when it was claimed.
+    // A first attempt answered (a 503), counted when it was claimed.
     const [first] = await claimDueEvents(db.knex, db, 'worker-e', 1, 60_000);
     await recordDecisions(db.knex, db, 'worker-e', [
       {
         id: first!.id,
+        claim: first!.claim,
         state: 'pending',
         delayMs: 0,
-        error: '500',
+        error: '503',
         possibleDuplicate: false,
         refund: false,
         platformId: null,
@@ -163,44 +180,81 @@ describe('outbox SQL', () => {
       },
     ]);
     const poison = () => outbox().where({ idempotency_key: 'poison' }).first();
-    // Then it kills every worker that claims it.
-    for (const lapses of [1, 2]) {
-      expect((await claimAndDie()).map((e) => [e.key, e.attempts])).toEqual([['poison', lapses + 1]]);
-      expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({
-        retried: 1,
-        failed: 0,
-        parked: 0,
-        returned: 0,
-      });
-      expect(await poison()).toMatchObject({
-        state: 'pending',
-        attempts: lapses + 1,
-        lapsed_claims: lapses,
-        possible_duplicate: true,
-      });
-    }
-    expect((await poison()).last_error).toBe(
-      'the worker that claimed it stopped before recording the answer: outcome unknown (its claims lapsed 2 times)',
-    );
-    expect((await claimAndDie()).map((e) => e.attempts)).toEqual([4]);
+    // Then it kills every worker that claims it: sent again once, flagged...
+    expect((await claimAndDie()).map((e) => [e.key, e.attempts, e.possibleDuplicate])).toEqual([
+      ['poison', 2, false],
+    ]);
     expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({
-      retried: 0,
-      failed: 1,
+      retried: 1,
+      failed: 0,
       parked: 0,
       returned: 0,
     });
     expect(await poison()).toMatchObject({
-      state: 'failed',
-      attempts: 4,
-      lapsed_claims: 3,
+      state: 'pending',
+      attempts: 2,
+      lapsed_claims: 1,
+      possible_duplicate: true,
+    });
+    expect((await poison()).last_error).toBe(
+      'the worker that claimed it stopped before recording the answer: outcome unknown (its claims lapsed 1 time)',
+    );
+    // ...and its second copy's outcome is unknown too: not sent a third time.
+    expect((await claimAndDie()).map((e) => [e.attempts, e.possibleDuplicate])).toEqual([[3, true]]);
+    expect(await releaseExpiredClaims(db.knex, db, RETRY)).toEqual({
+      retried: 0,
+      failed: 0,
+      parked: 1,
+      returned: 0,
+    });
+    expect(await poison()).toMatchObject({
+      state: 'parked',
+      attempts: 3,
+      lapsed_claims: 2,
       claimed_by: null,
       possible_duplicate: true,
     });
     expect((await poison()).last_error).toBe(
-      'its claims lapsed 3 times with no answer recorded (its worker died, hung or was cut off each time): taken for an event that kills its worker, not sent again',
+      'outcome unknown again after it was sent again following an unknown outcome (the platform may have it twice): the worker that claimed it stopped before recording the answer (its claims lapsed 2 times); parked for an operator, not sent a third time',
     );
     expect(await claimAndDie()).toEqual([]);
     await outbox().where({ idempotency_key: 'poison' }).del();
+  });
+
+  it('parks an event sent again after an unknown answer whose claim then lapses', async () => {
+    await enqueueEvents(db.knex, db, [newEvent('lost-then-lapsed')]);
+    const [first] = await claimDueEvents(db.knex, db, 'worker-g', 1, 60_000);
+    // A timeout: sent again, flagged (as sendPolicy decides).
+    await recordDecisions(db.knex, db, 'worker-g', [
+      { ...pendingAgain(first!), error: 'POST /events timed out', possibleDuplicate: true },
+    ]);
+    expect((await claimAndDie()).map((e) => [e.key, e.possibleDuplicate])).toEqual([
+      ['lost-then-lapsed', true],
+    ]);
+    expect(await releaseExpiredClaims(db.knex, db, RETRY)).toMatchObject({ retried: 0, parked: 1 });
+    expect(await outbox().where({ idempotency_key: 'lost-then-lapsed' }).first()).toMatchObject({
+      state: 'parked',
+      attempts: 2,
+      lapsed_claims: 1,
+      possible_duplicate: true,
+    });
+    await outbox().where({ idempotency_key: 'lost-then-lapsed' }).del();
+  });
+
+  it('fails an event whose claims lapsed three times, if it was never flagged (as an earlier version left it)', async () => {
+    await enqueueEvents(db.knex, db, [newEvent('old-lapses')]);
+    await outbox().where({ idempotency_key: 'old-lapses' }).update({ lapsed_claims: 2 });
+    await claimAndDie();
+    expect(await releaseExpiredClaims(db.knex, db, RETRY)).toMatchObject({ failed: 1, parked: 0 });
+    expect(await outbox().where({ idempotency_key: 'old-lapses' }).first()).toMatchObject({
+      state: 'failed',
+      lapsed_claims: 3,
+      possible_duplicate: true,
+    });
+    expect((await outbox().where({ idempotency_key: 'old-lapses' }).first()).last_error).toBe(
+      'its claims lapsed 3 times with no answer recorded (its worker died, hung or was cut off each time): taken for an event that kills its worker, not sent again',
+    );
+    await outbox().where({ idempotency_key: 'old-lapses' }).del();
   });
 
   it('sends again, flagged, an event on its last attempt whose claim lapsed once (its worker was killed)', async () => {
@@ -305,7 +359,7 @@ describe('outbox SQL', () => {
       keys.map((k) => newEvent(k)),
     );
     const claimed = await claimDueEvents(db.knex, db, 'half-way', 10, 1);
-    await startSending('half-way', [claimed[0]!.id]);
+    await startSending('half-way', [claimed[0]!]);
     // A replica of the version before 018 claims without naming itself as not started (a name
     // left by an earlier claim is another worker's).
     await outbox()
@@ -348,6 +402,75 @@ describe('outbox SQL', () => {
       possible_duplicate: false,
     });
     await outbox().where({ idempotency_key: 'poison-park' }).del();
+  });
+
+  it("fences outcomes and renewals by the claim: an older claim's write lands on no newer claim of the same worker", async () => {
+    await enqueueEvents(db.knex, db, [newEvent('fence-1')]);
+    const row = () =>
+      outbox().where({ idempotency_key: 'fence-1' }).first('state', 'claimed_by', 'attempts', 'last_error');
+    const worker = 'fence-worker';
+    const [first] = await claimDueEvents(db.knex, db, worker, 1, 60_000);
+    // The key was refused: the attempt is given back, in the outcome write itself.
+    expect(await recordDecisions(db.knex, db, worker, [pendingAgain(first!, true)])).toEqual(
+      new Set([first!.id]),
+    );
+    const [second] = await claimDueEvents(db.knex, db, worker, 1, 60_000);
+    // The same worker, the same attempt count: only the claim tells them apart.
+    expect(second!.attempts).toBe(first!.attempts);
+    expect(second!.claim).not.toBe(first!.claim);
+    // The first claim's write again (its first commit's answer was lost), while the second
+    // claim's POST is in flight: it changes nothing, and the first claim renews nothing.
+    expect(await recordDecisions(db.knex, db, worker, [pendingAgain(first!, true)])).toEqual(new Set());
+    expect(await startSending(worker, [first!])).toEqual(new Set());
+    expect(await row()).toMatchObject({ state: 'sending', claimed_by: worker, attempts: 1 });
+    expect(await startSending(worker, [second!])).toEqual(new Set([second!.id]));
+    // Counted this time: the next claim has another attempt count, and the same fence holds.
+    expect(await recordDecisions(db.knex, db, worker, [pendingAgain(second!)])).toEqual(
+      new Set([second!.id]),
+    );
+    const [third] = await claimDueEvents(db.knex, db, worker, 1, 60_000);
+    expect(third!.attempts).toBe(2);
+    expect(await recordDecisions(db.knex, db, worker, [pendingAgain(second!)])).toEqual(new Set());
+    expect(await recordDecisions(db.knex, db, worker, [pendingAgain(first!, true)])).toEqual(new Set());
+    expect(await row()).toMatchObject({ state: 'sending', claimed_by: worker, attempts: 2 });
+    expect(
+      await recordDecisions(db.knex, db, worker, [
+        { ...pendingAgain(third!), state: 'sent', platformId: 'p-fence', platformStatus: 'queued' },
+      ]),
+    ).toEqual(new Set([third!.id]));
+    expect(await row()).toMatchObject({ state: 'sent', claimed_by: null, attempts: 2 });
+    await outbox().where({ idempotency_key: 'fence-1' }).del();
+  });
+
+  it('a claim says whether the event was already flagged a possible duplicate', async () => {
+    await enqueueEvents(db.knex, db, [newEvent('flag-1'), newEvent('flag-2')]);
+    await outbox().where({ idempotency_key: 'flag-2' }).update({ possible_duplicate: true });
+    const claimed = await claimDueEvents(db.knex, db, 'flag-worker', 10, 60_000);
+    expect(claimed.map((e) => [e.key, e.possibleDuplicate])).toEqual([
+      ['flag-1', false],
+      ['flag-2', true],
+    ]);
+    await outbox().whereIn('idempotency_key', ['flag-1', 'flag-2']).del();
+  });
+
+  it("an operator's retry gives the event a full budget: attempts and lapses reset, the flag kept", async () => {
+    await enqueueEvents(db.knex, db, [newEvent('again-1')]);
+    await outbox()
+      .where({ idempotency_key: 'again-1' })
+      .update({ state: 'failed', attempts: 10, lapsed_claims: 2, possible_duplicate: true, last_error: 'x' });
+    expect(await resolveEvent(db.knex, db, 'again-1', 'retry')).toBe('pending');
+    expect(
+      await outbox()
+        .where({ idempotency_key: 'again-1' })
+        .first('state', 'attempts', 'lapsed_claims', 'possible_duplicate', 'last_error'),
+    ).toEqual({
+      state: 'pending',
+      attempts: 0,
+      lapsed_claims: 0,
+      possible_duplicate: true,
+      last_error: null,
+    });
+    await outbox().where({ idempotency_key: 'again-1' }).del();
   });
 
   const enqueueViaSql = (email: string, type: string, key: string, metadata: unknown) =>

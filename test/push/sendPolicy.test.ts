@@ -13,8 +13,10 @@ import {
   attemptResultOf,
   ClaimDeadlineError,
   decideAfterAttempt,
+  NOT_SENT_MAX_DELAY_MS,
   provenNotSent,
   type SendPolicy,
+  UNKNOWN_OUTCOME_POLICIES,
 } from '../../src/push/events/sendPolicy.js';
 
 const policy: SendPolicy = { unknownOutcome: 'retry', maxAttempts: 3, baseDelayMs: 100, maxDelayMs: 1_000 };
@@ -30,7 +32,7 @@ describe('the events send policy', () => {
     expect(attemptResultOf(new ApiRequestError('busy', { route, status: 409 }), text).kind).toBe(
       'unavailable',
     );
-    expect(attemptResultOf(new ApiUnavailableError('500', { route, status: 500 }), text).kind).toBe(
+    expect(attemptResultOf(new ApiUnavailableError('503', { route, status: 503 }), text).kind).toBe(
       'unavailable',
     );
     expect(
@@ -41,12 +43,12 @@ describe('the events send policy', () => {
     expect(attemptResultOf(new TypeError('boom'), text).kind).toBe('unknown');
   });
 
-  it('sends again after a failure the platform did not process, with backoff, up to the attempt limit', () => {
-    const result = { kind: 'unavailable', error: '500' } as const;
+  it('sends again after a failure the platform did not process, with backoff, never failing it by the attempt count', () => {
+    const result = { kind: 'unavailable', error: '503' } as const;
     expect(decideAfterAttempt(result, 1, policy, half)).toEqual({
       state: 'pending',
       delayMs: 50,
-      error: '500',
+      error: '503',
       possibleDuplicate: false,
       refund: false,
     });
@@ -54,7 +56,111 @@ describe('the events send policy', () => {
     expect(decideAfterAttempt({ ...result, retryAfterMs: 7_000 }, 1, policy, half)).toMatchObject({
       delayMs: 7_000,
     });
-    expect(decideAfterAttempt(result, 3, policy, half)).toEqual({ state: 'failed', error: '500' });
+    // Past EVENTS_MAX_ATTEMPTS (3 here) and whatever the policy: pending, flagged as nothing, the
+    // wait growing past maxDelayMs (1 s) up to NOT_SENT_MAX_DELAY_MS, then staying there.
+    for (const unknownOutcome of UNKNOWN_OUTCOME_POLICIES) {
+      for (const [attempts, delayMs] of [
+        [3, 200],
+        [10, 25_600],
+        [13, 150_000],
+        [1_000, 150_000],
+      ] as const) {
+        expect(decideAfterAttempt(result, attempts, { ...policy, unknownOutcome }, half)).toEqual({
+          state: 'pending',
+          delayMs,
+          error: '503',
+          possibleDuplicate: false,
+          refund: false,
+        });
+      }
+    }
+    expect(NOT_SENT_MAX_DELAY_MS).toBe(300_000);
+    expect(
+      decideAfterAttempt(result, 1_000, { ...policy, notSentMaxDelayMs: 60_000 }, () => 0.999),
+    ).toMatchObject({ delayMs: 59_940 });
+    // Already flagged (an unknown outcome before): a proven not sent attempt changes nothing of it.
+    expect(decideAfterAttempt(result, 5, policy, half, true)).toMatchObject({
+      state: 'pending',
+      possibleDuplicate: false,
+    });
+  });
+
+  it("waits the platform's Retry-After the client's error carries, at most an hour", () => {
+    const route = 'POST /events';
+    for (const status of [429, 503]) {
+      const error = new ApiUnavailableError(String(status), { route, status, retryAfterMs: 120_000 });
+      const result = attemptResultOf(error, text);
+      expect(result).toEqual({ kind: 'unavailable', error: String(status), retryAfterMs: 120_000 });
+      expect(decideAfterAttempt(result, 1, policy, half)).toMatchObject({
+        state: 'pending',
+        delayMs: 120_000,
+      });
+      // Years, as the platform's text may say: an hour, and then asked again.
+      const years = { ...result, retryAfterMs: 1e15 };
+      expect(decideAfterAttempt(years, 1, policy, half)).toMatchObject({ delayMs: 3_600_000 });
+      // Without one, the backoff decides.
+      const bare = attemptResultOf(new ApiUnavailableError(String(status), { route, status }), text);
+      expect(bare).toEqual({ kind: 'unavailable', error: String(status), retryAfterMs: undefined });
+      expect(decideAfterAttempt(bare, 1, policy, half)).toMatchObject({ delayMs: 50 });
+    }
+  });
+
+  it('a 500, 502 or 504 is an unknown outcome: the platform, or a gateway in front of it, may have acted on the POST', () => {
+    const route = 'POST /events';
+    for (const status of [500, 501, 502, 504, 505, 520, 599]) {
+      const result = attemptResultOf(new ApiUnavailableError(`answered ${status}`, { route, status }), text);
+      expect(result, String(status)).toEqual({ kind: 'unknown', error: `answered ${status}` });
+      expect(decideAfterAttempt(result, 1, policy, half)).toMatchObject({
+        state: 'pending',
+        possibleDuplicate: true,
+      });
+      expect(decideAfterAttempt(result, 1, { ...policy, unknownOutcome: 'park' }, half)).toMatchObject({
+        state: 'parked',
+      });
+    }
+    // Only a 503 and a 429 prove the platform did not act on it.
+    for (const status of [429, 503]) {
+      expect(attemptResultOf(new ApiUnavailableError('x', { route, status }), text).kind).toBe('unavailable');
+    }
+  });
+
+  it('an unknown outcome of an event already sent again after one is parked: the platform holds at most two copies', () => {
+    const result = { kind: 'unknown', error: 'POST /events answered 502' } as const;
+    // The first unknown outcome: sent again, flagged.
+    expect(decideAfterAttempt(result, 1, policy, half, false)).toMatchObject({
+      state: 'pending',
+      possibleDuplicate: true,
+    });
+    // The resend's outcome is unknown too: not sent a third time, whatever attempts are left.
+    const parked = {
+      state: 'parked',
+      error:
+        'outcome unknown again after it was sent again following an unknown outcome (the platform may have it twice): parked for an operator, not sent a third time: POST /events answered 502',
+    };
+    expect(decideAfterAttempt(result, 2, policy, half, true)).toEqual(parked);
+    expect(decideAfterAttempt(result, 3, policy, half, true)).toEqual(parked);
+    // Any other answer to the resend is taken as it is.
+    expect(decideAfterAttempt({ kind: 'accepted', id: null, status: null }, 2, policy, half, true)).toEqual({
+      state: 'sent',
+      id: null,
+      status: null,
+    });
+    expect(decideAfterAttempt({ kind: 'refused', error: '422' }, 2, policy, half, true)).toEqual({
+      state: 'failed',
+      error: '422',
+    });
+  });
+
+  it('an unknown outcome on the last attempt fails the event flagged a possible duplicate: it may have been delivered', () => {
+    const result = { kind: 'unknown', error: 'timed out' } as const;
+    expect(decideAfterAttempt(result, 3, policy, half)).toEqual({
+      state: 'failed',
+      error: 'timed out',
+      possibleDuplicate: true,
+    });
+    expect(decideAfterAttempt(result, 3, { ...policy, unknownOutcome: 'park' }, half)).toMatchObject({
+      state: 'parked',
+    });
   });
 
   it('an unknown outcome is sent again and counted as a possible duplicate, or parked, as configured', () => {

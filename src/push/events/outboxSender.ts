@@ -13,6 +13,7 @@ import { firstHiddenByParse } from '../jsonText.js';
 import { unsendableReason } from './metadataSize.js';
 import {
   type ClaimedEvent,
+  type ClaimRef,
   claimDueEvents,
   type RecordedDecision,
   recordDecisions,
@@ -107,7 +108,7 @@ export class OutboxSender {
    * Whether each claim was renewed and marked as starting its request (false: taken back by
    * another replica). Written before every POST: a claim that lapses unmarked was never sent.
    */
-  readonly #starts: GroupCommit<number, boolean>;
+  readonly #starts: GroupCommit<ClaimRef, boolean>;
   readonly #random = Math.random;
   readonly #recording = new Set<Promise<void>>();
   /**
@@ -136,11 +137,11 @@ export class OutboxSender {
       const written = await this.#record(batch);
       return batch.map((d) => written.has(d.id));
     });
-    this.#starts = new GroupCommit(async (ids) => {
-      const held = await renewClaims(deps.db.knex, deps.db, options.worker, ids, options.leaseMs, {
+    this.#starts = new GroupCommit(async (claims) => {
+      const held = await renewClaims(deps.db.knex, deps.db, options.worker, claims, options.leaseMs, {
         starting: true,
       });
-      return ids.map((id) => held.has(id));
+      return claims.map((c) => held.has(c.id));
     });
   }
 
@@ -271,7 +272,7 @@ export class OutboxSender {
         db.knex,
         db,
         worker,
-        stale.map((c) => c.event.id),
+        stale.map((c) => c.event),
         leaseMs,
       );
       for (const claim of stale) if (held.has(claim.event.id)) claim.heldUntil = renewedAt + leaseMs;
@@ -393,7 +394,7 @@ export class OutboxSender {
     // A failure throws with the claim still waiting: the drain ends and gives it back. The mark
     // may have been written all the same: its lapse is then charged, which only errs on the side
     // of a possible duplicate.
-    const held = await this.#starts.add(id);
+    const held = await this.#starts.add(claim.event);
     if (!waiting.has(id)) return;
     if (!held) {
       waiting.delete(id);
@@ -458,14 +459,20 @@ export class OutboxSender {
         },
         deadline.signal,
       );
-      decision = { ...blank(event.id), state: 'sent', platformId: answer.id, platformStatus: answer.status };
+      decision = { ...blank(event), state: 'sent', platformId: answer.id, platformStatus: answer.status };
     } catch (error) {
       const result = attemptResultOf(error, (e) => scrubber.scrub(describeError(e)));
-      const next = decideAfterAttempt(result, event.attempts, this.options.policy, this.#random);
+      const next = decideAfterAttempt(
+        result,
+        event.attempts,
+        this.options.policy,
+        this.#random,
+        event.possibleDuplicate,
+      );
       decision =
         next.state === 'pending'
           ? {
-              ...blank(event.id),
+              ...blank(event),
               state: 'pending',
               delayMs: next.delayMs,
               error: next.error,
@@ -473,8 +480,15 @@ export class OutboxSender {
               refund: next.refund,
             }
           : next.state === 'sent'
-            ? { ...blank(event.id), state: 'sent', platformId: next.id, platformStatus: next.status }
-            : { ...blank(event.id), state: next.state, error: next.error };
+            ? { ...blank(event), state: 'sent', platformId: next.id, platformStatus: next.status }
+            : next.state === 'failed'
+              ? {
+                  ...blank(event),
+                  state: 'failed',
+                  error: next.error,
+                  possibleDuplicate: next.possibleDuplicate ?? false,
+                }
+              : { ...blank(event), state: next.state, error: next.error };
       log.warn(
         {
           idempotency_key: event.key,
@@ -531,8 +545,9 @@ export class OutboxSender {
   }
 }
 
-const blank = (id: number): RecordedDecision => ({
+const blank = ({ id, claim }: ClaimRef): RecordedDecision => ({
   id,
+  claim,
   state: 'pending',
   delayMs: 0,
   error: null,

@@ -25,12 +25,41 @@ export interface ClaimedEvent {
   /** The metadata as the row holds it (jsonb as text: every number exactly as stored). */
   readonly metadataText: string | null;
   readonly attempts: number;
+  /**
+   * Already flagged when claimed: this attempt resends an event whose earlier outcome was unknown
+   * (see sendPolicy.decideAfterAttempt: unknown again, it is parked).
+   */
+  readonly possibleDuplicate: boolean;
+  /** This claim of the row among all its claims (see CLAIM_TOKEN): renewals and outcomes name it. */
+  readonly claim: string;
   readonly enqueuedAt: Date;
 }
+
+/** A claim as renewals and outcome writes name it: the row and which of its claims. */
+export interface ClaimRef {
+  readonly id: number;
+  readonly claim: string;
+}
+
+/**
+ * What tells one claim of a row from its other claims, from values the row already holds: its
+ * attempt count and the time it fell due, as the claim left them. A worker name alone does not:
+ * an outcome write retried after its first commit's answer was lost may find the same worker's
+ * newer claim of the same event, and must not set it pending while its POST is in flight.
+ * Neither value changes while a claim lasts (a claim sets `attempts`; renewals touch neither; a
+ * refund is made by the outcome write itself). Between claims, every path that makes a row due
+ * again sets `next_attempt_at` from its own transaction's now() (later than the time the claim
+ * before fell due), except giving back a claim never sent, which has no outcome to write; attempts
+ * alone would not do, as a refund (a refused key) or `events retry` sets them back to an earlier
+ * claim's count. Microseconds, exactly as stored.
+ */
+const CLAIM_TOKEN = `(o.attempts::text || ':' || (extract(epoch from o.next_attempt_at) * 1000000)::bigint::text)`;
 
 /** How an attempt ends for the outbox row (see sendPolicy.decideAfterAttempt). */
 export interface RecordedDecision {
   readonly id: number;
+  /** The claim the attempt was made under (ClaimedEvent.claim): written only while it holds. */
+  readonly claim: string;
   readonly state: 'sent' | 'failed' | 'parked' | 'pending';
   readonly delayMs: number;
   readonly error: string | null;
@@ -106,7 +135,8 @@ export async function claimDueEvents(
             lease_expires_at = now() + make_interval(secs => ?)
        from due where o.id = due.id
      returning o.id, o.idempotency_key, o.email, o.contact_id, o.event_type, o.professional_id,
-               o.metadata::text as metadata, o.attempts, o.enqueued_at`,
+               o.metadata::text as metadata, o.attempts, o.possible_duplicate, ${CLAIM_TOKEN} as claim,
+               o.enqueued_at`,
     [db.table('events_outbox'), limit, db.table('events_outbox'), worker, worker, leaseMs / 1000],
   )) as {
     rows: Array<{
@@ -120,6 +150,8 @@ export async function claimDueEvents(
       // (sent as null) and round 12345678901234567890, and the sender could no longer tell.
       metadata: string | null;
       attempts: number;
+      possible_duplicate: boolean;
+      claim: string;
       enqueued_at: Date | string;
     }>;
   };
@@ -134,15 +166,18 @@ export async function claimDueEvents(
       metadata: r.metadata === null ? null : (JSON.parse(r.metadata) as Record<string, unknown>),
       metadataText: r.metadata,
       attempts: r.attempts,
+      possibleDuplicate: r.possible_duplicate,
+      claim: r.claim,
       enqueuedAt: new Date(r.enqueued_at),
     }))
     .sort((a, b) => a.id - b.id);
 }
 
 /**
- * Extends the claims `worker` still holds among `ids` by a lease from now, and returns their ids:
- * one missing was taken back (its lease ran out and another replica released it) and must not be
- * sent by this worker. A conditional write, so a claim is never renewed once another has it.
+ * Extends the claims `worker` still holds among `claims` by a lease from now, and returns their
+ * ids: one missing was taken back (its lease ran out and another replica released it, or it is
+ * another claim of the row by now) and must not be sent by this worker. A conditional write, so a
+ * claim is never renewed once another has it.
  * `starting`: their requests are about to start, and from now a lapse of these claims may leave
  * the platform with the event (written before the POST, so a claim never marked was never sent).
  */
@@ -150,19 +185,27 @@ export async function renewClaims(
   q: Queryable,
   db: Tables,
   worker: string,
-  ids: readonly number[],
+  claims: readonly ClaimRef[],
   leaseMs: number,
   { starting = false }: { starting?: boolean } = {},
 ): Promise<Set<number>> {
-  if (ids.length === 0) return new Set();
+  if (claims.length === 0) return new Set();
   const { rows } = (await preparedRaw(
     q,
     db,
-    `update ?? set lease_expires_at = now() + make_interval(secs => ?),
-                   unstarted_claim_of = case when ? then null else unstarted_claim_of end
-      where id = any(?::bigint[]) and state = 'sending' and claimed_by = ?
-      returning id`,
-    [db.table('events_outbox'), leaseMs / 1000, starting, [...ids], worker],
+    `update ?? o set lease_expires_at = now() + make_interval(secs => ?),
+                     unstarted_claim_of = case when ? then null else o.unstarted_claim_of end
+       from unnest(?::bigint[], ?::text[]) as c(id, claim)
+      where o.id = c.id and o.state = 'sending' and o.claimed_by = ? and ${CLAIM_TOKEN} = c.claim
+      returning o.id`,
+    [
+      db.table('events_outbox'),
+      leaseMs / 1000,
+      starting,
+      claims.map((c) => c.id),
+      claims.map((c) => c.claim),
+      worker,
+    ],
   )) as { rows: Array<{ id: string | number }> };
   return new Set(rows.map((r) => Number(r.id)));
 }
@@ -186,7 +229,7 @@ export interface ReleasedClaims {
   readonly retried: number;
   /** Every attempt used (`retry`): not sent again. */
   readonly failed: number;
-  /** Left for an operator (`park`). */
+  /** Left for an operator (`park`; under `retry`, an event already sent again after an unknown outcome). */
   readonly parked: number;
   /** Never sent (their requests had not started): due again, the attempt not counted. */
   readonly returned: number;
@@ -198,11 +241,13 @@ export interface ReleasedClaims {
  * again as if never claimed: it was not sent, and charging it a lapse would let a replica in a
  * crash loop fail events it never tried. For the others whether the platform received the event
  * is unknown. Under `retry` they are sent again and marked as possible duplicates, as after a lost
- * answer, until their claims have lapsed MAX_LAPSED_CLAIMS times (or EVENTS_MAX_ATTEMPTS, if
- * fewer): an event that kills every worker that sends it (a poison event) would otherwise be
- * claimed for ever. Lapses are counted apart from attempts: one on its last attempt after an
- * outage must not be failed because its replica was killed once. Under `park` they wait for an
- * operator.
+ * answer, once: an event already flagged (sent again after an unknown outcome, or after a lapse)
+ * whose claim lapses is parked for an operator, as sendPolicy.decideAfterAttempt parks one whose
+ * outcome is unknown again, so that the platform holds at most two copies. So a poison event (one
+ * that kills every worker that sends it) is parked at its second lapse; MAX_LAPSED_CLAIMS (or
+ * EVENTS_MAX_ATTEMPTS, if fewer) fails it before that only when EVENTS_MAX_ATTEMPTS is 1. Lapses are
+ * counted apart from attempts: one on its last attempt after an outage must not be failed because
+ * its replica was killed once. Under `park` they wait for an operator.
  */
 export async function releaseExpiredClaims(
   q: Queryable,
@@ -232,7 +277,9 @@ export async function releaseExpiredClaims(
      )
      update ?? o
         set state = case when placed.unstarted then 'pending'
-                         when ? then 'parked' when lapsed_claims + 1 >= ? then 'failed' else 'pending' end,
+                         when ? then 'parked' when lapsed_claims + 1 >= ? then 'failed'
+                         -- Already sent again after an unknown outcome: not a third time.
+                         when possible_duplicate then 'parked' else 'pending' end,
             -- Failed too: the platform may have it, and an operator's retry must say so.
             possible_duplicate = possible_duplicate or not (? or placed.unstarted),
             lapsed_claims = lapsed_claims + case when placed.unstarted then 0 else 1 end,
@@ -245,6 +292,9 @@ export async function releaseExpiredClaims(
             last_error = case when placed.unstarted then last_error
               when not ? and lapsed_claims + 1 >= ?
               then format('its claims lapsed %s with no answer recorded (its worker died, hung or was cut off each time): taken for an event that kills its worker, not sent again',
+                          ${lapses})
+              when not ? and possible_duplicate
+              then format('outcome unknown again after it was sent again following an unknown outcome (the platform may have it twice): the worker that claimed it stopped before recording the answer (its claims lapsed %s); parked for an operator, not sent a third time',
                           ${lapses})
               else format('the worker that claimed it stopped before recording the answer: outcome unknown (its claims lapsed %s)',
                           ${lapses}) end
@@ -260,6 +310,7 @@ export async function releaseExpiredClaims(
       LAPSE_SPACING_SECONDS,
       park,
       lapseLimit,
+      park,
     ],
   )) as { rows: Array<{ state: 'pending' | 'failed' | 'parked'; unstarted: boolean }> };
   const count = (state: string) => rows.filter((r) => !r.unstarted && r.state === state).length;
@@ -291,9 +342,10 @@ export async function returnUnsentClaims(
 }
 
 /**
- * The outcomes of many attempts in one statement, returning the ids written. Only rows this worker
- * still holds are written: a claim that lapsed and was taken back is no longer this worker's to
- * record (and its event may be sent again by another).
+ * The outcomes of many attempts in one statement, returning the ids written. Only claims this
+ * worker still holds are written: a claim that lapsed and was taken back is no longer this
+ * worker's to record (and its event may be sent again by another), and an outcome retried after
+ * its first commit's answer was lost must not land on a newer claim of the same row (CLAIM_TOKEN).
  */
 export async function recordDecisions(
   q: Queryable,
@@ -318,13 +370,14 @@ export async function recordDecisions(
             sent_at = case when d.state = 'sent' then now() else o.sent_at end,
             claimed_by = null,
             lease_expires_at = null
-       from unnest(?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::boolean[], ?::boolean[], ?::text[], ?::text[])
-         as d(id, state, delay_ms, error, possible_duplicate, refund, platform_id, platform_status)
-      where o.id = d.id and o.state = 'sending' and o.claimed_by = ?
+       from unnest(?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::boolean[], ?::boolean[], ?::text[], ?::text[])
+         as d(id, claim, state, delay_ms, error, possible_duplicate, refund, platform_id, platform_status)
+      where o.id = d.id and o.state = 'sending' and o.claimed_by = ? and ${CLAIM_TOKEN} = d.claim
       returning o.id`,
     [
       db.table('events_outbox'),
       decisions.map((d) => d.id),
+      decisions.map((d) => d.claim),
       decisions.map((d) => d.state),
       decisions.map((d) => Math.round(d.delayMs)),
       decisions.map((d) => d.error) as string[],
@@ -385,7 +438,9 @@ const RESOLVABLE = { retry: ['parked', 'failed', 'pending'], discard: ['parked',
 
 /**
  * An operator's decision on a parked or failed event: send it (again), or never. One conditional
- * write, so an event a replica claims meanwhile (`sending`) is left alone. Returns the event's
+ * write, so an event a replica claims meanwhile (`sending`) is left alone. A retried event starts
+ * with a full budget: its attempts and lapsed claims are reset (its possible_duplicate flag is
+ * kept: the platform may have it). Returns the event's
  * state afterwards: the new one, else the one that stopped the change (undefined: no such key).
  */
 export async function resolveEvent(
@@ -399,7 +454,7 @@ export async function resolveEvent(
     .whereIn('state', RESOLVABLE[action])
     .update(
       action === 'retry'
-        ? { state: 'pending', next_attempt_at: q.fn.now(), last_error: null }
+        ? { state: 'pending', next_attempt_at: q.fn.now(), last_error: null, attempts: 0, lapsed_claims: 0 }
         : { state: 'failed', last_error: 'discarded by an operator' },
       ['state'],
     );

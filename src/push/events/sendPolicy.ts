@@ -12,18 +12,42 @@ export type UnknownOutcomePolicy = (typeof UNKNOWN_OUTCOME_POLICIES)[number];
 
 export interface SendPolicy {
   readonly unknownOutcome: UnknownOutcomePolicy;
-  /** Attempts after which a failing event is failed for good. */
+  /**
+   * Attempts after which an event whose outcome is unknown is failed for good (flagged a possible
+   * duplicate). An attempt proven not sent never fails an event, whatever the count.
+   */
   readonly maxAttempts: number;
   readonly baseDelayMs: number;
   readonly maxDelayMs: number;
+  /**
+   * Cap of the wait after an attempt proven not sent (a 503, a 429, no connection): such an event
+   * is never failed by its attempt count, so the wait keeps doubling up to this (default
+   * NOT_SENT_MAX_DELAY_MS) instead of hammering a platform that is down for long.
+   */
+  readonly notSentMaxDelayMs?: number | undefined;
 }
+
+/**
+ * Five minutes: past a few attempts an event the platform did not take waits, on average, half of
+ * this (full jitter), so a backlog of 10,000 events during an outage of hours costs the platform
+ * about 70 requests a second at most (less under EVENTS_RATE_PER_SECOND), not hundreds; and once
+ * the platform is back, every waiting event is sent within five minutes.
+ */
+export const NOT_SENT_MAX_DELAY_MS = 5 * 60_000;
+
+/**
+ * The longest `Retry-After` an event waits out: an hour. The header is the platform's text, and a
+ * value of years would put `next_attempt_at` past what a timestamp holds (the outcome's write
+ * would fail) or leave the event waiting for good; an hour later it is simply asked again.
+ */
+const MAX_RETRY_AFTER_MS = 60 * 60_000;
 
 /** How one attempt ended, as far as the outbox cares. */
 export type AttemptResult =
   | { readonly kind: 'accepted'; readonly id: string | null; readonly status: string | null }
   /** The platform refused the event itself (4xx): sending it again cannot help. */
   | { readonly kind: 'refused'; readonly error: string }
-  /** Not processed (5xx, 429, no connection): safe to send again. */
+  /** Not processed (503, 429, 408/409/403, no connection): safe to send again. */
   | { readonly kind: 'unavailable'; readonly error: string; readonly retryAfterMs?: number | undefined }
   /** Sent, but no complete answer came back: the platform may have it. */
   | { readonly kind: 'unknown'; readonly error: string }
@@ -38,7 +62,12 @@ export type AttemptResult =
 
 export type OutboxDecision =
   | { readonly state: 'sent'; readonly id: string | null; readonly status: string | null }
-  | { readonly state: 'failed'; readonly error: string }
+  | {
+      readonly state: 'failed';
+      readonly error: string;
+      /** The platform may have it (an unknown outcome on the last attempt): an operator's retry must know. */
+      readonly possibleDuplicate?: boolean;
+    }
   | { readonly state: 'parked'; readonly error: string }
   | {
       readonly state: 'pending';
@@ -92,6 +121,16 @@ export class UnsendableEventError extends Error {
   override readonly name = 'UnsendableEventError';
 }
 
+/**
+ * The error statuses that prove the platform did not act on the POST: a 503 (the platform, or its
+ * load balancer, refuses work while it is down or overloaded) and a 429 (the rate limiter, in
+ * front of the platform). Any other 5xx may come after the platform acted: a 500 thrown after the
+ * event was stored (a campaign started, the answer failed), a 502 or 504 from a gateway that
+ * forwarded the POST and lost or gave up on the answer (an HTML 502 from a proxy says nothing of
+ * what the platform did). In doubt, unknown.
+ */
+const NOT_PROCESSED_STATUSES: ReadonlySet<number> = new Set([429, 503]);
+
 /** Classifies what the API client threw. `describe` turns an error into its scrubbed text. */
 export function attemptResultOf(error: unknown, describe: (e: unknown) => string): AttemptResult {
   // Failed before anything left this process (see provenNotSent): sent again later, as the
@@ -132,9 +171,10 @@ export function attemptResultOf(error: unknown, describe: (e: unknown) => string
     return { kind: 'refused', error: text };
   }
   if (error instanceof ApiUnavailableError) {
-    // A gateway that gave up waiting had passed the request on: the platform may have acted on it.
-    if (error.outcomeUnknown || error.status === 504) return { kind: 'unknown', error: text };
-    return { kind: 'unavailable', error: text };
+    if (error.outcomeUnknown || (error.status !== undefined && !NOT_PROCESSED_STATUSES.has(error.status))) {
+      return { kind: 'unknown', error: text };
+    }
+    return { kind: 'unavailable', error: text, retryAfterMs: error.retryAfterMs };
   }
   // Anything else (a body that broke the contract on a 2xx, a bug): the request was answered with
   // success or may have been processed; treated as unknown, never silently as sent.
@@ -142,18 +182,20 @@ export function attemptResultOf(error: unknown, describe: (e: unknown) => string
 }
 
 /**
- * The next state of an event after an attempt (`attempts` counts it). Pure: the whole policy is
- * tested without a network or a database.
+ * The next state of an event after an attempt (`attempts` counts it). `possibleDuplicate`: the row
+ * was already flagged, so this attempt was itself a resend after an unknown outcome (or after a
+ * lapsed claim): the platform may hold two copies already. Pure: the whole policy is tested
+ * without a network or a database.
  */
 export function decideAfterAttempt(
   result: AttemptResult,
   attempts: number,
   policy: SendPolicy,
   random: () => number,
+  possibleDuplicate = false,
 ): OutboxDecision {
-  const backoff = (retryAfterMs?: number) =>
-    retryAfterMs ??
-    backoffDelayMs(Math.max(0, attempts - 1), { ...policy, maxRetries: 0, budgetMs: 0 }, random);
+  const backoff = (maxDelayMs: number) =>
+    backoffDelayMs(Math.max(0, attempts - 1), { ...policy, maxDelayMs, maxRetries: 0, budgetMs: 0 }, random);
   switch (result.kind) {
     case 'accepted':
       return { state: 'sent', id: result.id, status: result.status };
@@ -172,19 +214,34 @@ export function decideAfterAttempt(
       if (policy.unknownOutcome === 'park') {
         return { state: 'parked', error: `outcome unknown, parked for an operator: ${result.error}` };
       }
-      if (attempts >= policy.maxAttempts) return { state: 'failed', error: result.error };
+      // Sent once more after an unknown outcome, and unknown again: another send could make three
+      // copies. The platform holds at most two; an operator decides.
+      if (possibleDuplicate) {
+        return {
+          state: 'parked',
+          error: `outcome unknown again after it was sent again following an unknown outcome (the platform may have it twice): parked for an operator, not sent a third time: ${result.error}`,
+        };
+      }
+      // It may have been delivered: failed, and flagged, so an operator's retry knows.
+      if (attempts >= policy.maxAttempts)
+        return { state: 'failed', error: result.error, possibleDuplicate: true };
       return {
         state: 'pending',
-        delayMs: backoff(),
+        delayMs: backoff(policy.maxDelayMs),
         error: result.error,
         possibleDuplicate: true,
         refund: false,
       };
     case 'unavailable':
-      if (attempts >= policy.maxAttempts) return { state: 'failed', error: result.error };
+      // The platform did not act on it and no person was reached: never failed by the attempt
+      // count (an outage of any length would fail the whole backlog for good), only delayed, the
+      // wait growing up to minutes; the platform's Retry-After, when it gave one, instead.
       return {
         state: 'pending',
-        delayMs: backoff(result.retryAfterMs),
+        delayMs:
+          result.retryAfterMs === undefined
+            ? backoff(policy.notSentMaxDelayMs ?? NOT_SENT_MAX_DELAY_MS)
+            : Math.min(result.retryAfterMs, MAX_RETRY_AFTER_MS),
         error: result.error,
         possibleDuplicate: false,
         refund: false,

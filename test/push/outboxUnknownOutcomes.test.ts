@@ -1,0 +1,225 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../src/db/connect.js';
+import { SecretScrubber } from '../../src/log.js';
+import type { PartnerApi } from '../../src/partner-api/client.js';
+import { OutboxSender } from '../../src/push/events/outboxSender.js';
+import { enqueueEvents } from '../../src/push/events/outboxSql.js';
+import type { UnknownOutcomePolicy } from '../../src/push/events/sendPolicy.js';
+import { freshDb } from '../helpers/db.js';
+import { quietLog } from '../helpers/log.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { testApi } from '../pull/helpers.js';
+import { newEvent } from './helpers.js';
+
+/**
+ * A gateway in front of the sandbox: it forwards every request, and answers the next `badGateways`
+ * POSTs of events with an HTML 502 once the platform has answered them (as a proxy whose upstream
+ * connection broke while the answer came back does): the platform has acted on those.
+ */
+async function startGateway(upstream: string) {
+  const gateway = { badGateways: 0, forwarded: 0 };
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', async () => {
+      const headers: Record<string, string> = {};
+      for (const name of ['x-api-key', 'content-type', 'accept']) {
+        const value = req.headers[name];
+        if (typeof value === 'string') headers[name] = value;
+      }
+      const answer = await fetch(upstream + req.url, {
+        method: req.method,
+        headers,
+        body: req.method === 'GET' ? undefined : Buffer.concat(chunks),
+      });
+      const body = Buffer.from(await answer.arrayBuffer());
+      gateway.forwarded++;
+      if (req.method === 'POST' && req.url?.endsWith('/events') && gateway.badGateways > 0) {
+        gateway.badGateways--;
+        res.writeHead(502, { 'content-type': 'text/html' });
+        res.end(
+          '<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>',
+        );
+        return;
+      }
+      res.writeHead(answer.status, {
+        'content-type': answer.headers.get('content-type') ?? 'application/json',
+      });
+      res.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    gateway,
+    url,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/**
+ * Unknown outcomes and outages over the real client, real HTTP and the real database: an answer
+ * that may come after the platform acted is never taken for "not sent"; an event is sent at most
+ * twice (once more after an unknown outcome, flagged), then parked; an outage the platform did not
+ * act on fails nothing, however long.
+ */
+describe('outbox unknown outcomes and outages', () => {
+  let sandbox: TestSandbox;
+  let db: Db;
+  let gateway: Awaited<ReturnType<typeof startGateway>>;
+  const apis: PartnerApi[] = [];
+  beforeAll(async () => {
+    sandbox = await testSandbox({ seed: 47 });
+    gateway = await startGateway(sandbox.url);
+    db = await freshDb();
+  });
+  afterAll(async () => {
+    for (const api of apis) await api.close();
+    await gateway?.close();
+    await db?.close();
+    await sandbox?.close();
+  });
+
+  const sender = (
+    unknownOutcome: UnknownOutcomePolicy,
+    { url = sandbox.url, requestTimeoutMs = 2_000, maxAttempts = 10 } = {},
+  ) => {
+    const api = testApi(
+      { url, apiKey: sandbox.apiKey },
+      { requestTimeoutMs, retry: { maxRetries: 0, budgetMs: 0, baseDelayMs: 5, maxDelayMs: 50 } },
+    );
+    apis.push(api);
+    return new OutboxSender(
+      { db, api, log: quietLog, scrubber: new SecretScrubber() },
+      {
+        worker: `unknown-${unknownOutcome}`,
+        concurrency: 1,
+        ratePerSecond: 100,
+        leaseMs: 30_000,
+        policy: { unknownOutcome, maxAttempts, baseDelayMs: 1, maxDelayMs: 1, notSentMaxDelayMs: 1 },
+      },
+    );
+  };
+  /**
+   * Drains until a drain finds nothing to do, adding up the counts: a drain ends when nothing is due
+   * as it looks, and an outcome written just after (due again at once) is the next drain's.
+   */
+  const drainAll = async (s: OutboxSender) => {
+    const total = { sent: 0, retried: 0, failed: 0, parked: 0, possibleDuplicates: 0 };
+    for (let i = 0; i < 20; i++) {
+      const counts = await s.drain();
+      for (const k of Object.keys(total) as Array<keyof typeof total>) total[k] += counts[k];
+      if (counts.sent + counts.retried + counts.failed + counts.parked === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    return total;
+  };
+  const row = (key: string) =>
+    db
+      .knex(db.table('events_outbox'))
+      .where({ idempotency_key: key })
+      .first('state', 'possible_duplicate', 'attempts', 'last_error');
+  const received = async (key: string) =>
+    (await sandbox.control.truth(sandbox.companyId)).events.filter((e) => e.metadata?.key === key).length;
+
+  it('a 502 from a gateway after the platform took the event: sent once more, flagged a possible duplicate (retry)', async () => {
+    await enqueueEvents(db.knex, db, [newEvent('gw-retry')]);
+    gateway.gateway.badGateways = 1;
+    const counts = await drainAll(sender('retry', { url: gateway.url }));
+    expect(counts).toMatchObject({ sent: 1, retried: 1, possibleDuplicates: 1 });
+    // The platform has it twice, and the row says it may.
+    expect(await received('gw-retry')).toBe(2);
+    expect(await row('gw-retry')).toMatchObject({ state: 'sent', possible_duplicate: true, attempts: 2 });
+  });
+
+  it('a 502 from a gateway after the platform took the event: parked, sent once (park)', async () => {
+    await enqueueEvents(db.knex, db, [newEvent('gw-park')]);
+    gateway.gateway.badGateways = 1;
+    expect(await drainAll(sender('park', { url: gateway.url }))).toMatchObject({ sent: 0, parked: 1 });
+    expect(await received('gw-park')).toBe(1);
+    const parked = await row('gw-park');
+    expect(parked).toMatchObject({ state: 'parked', possible_duplicate: false, attempts: 1 });
+    expect(parked?.last_error).toMatch(
+      /^outcome unknown, parked for an operator: POST \/events answered 502/,
+    );
+  });
+
+  it('a 500 is an unknown outcome: parked under park, sent once more then parked under retry', async () => {
+    await enqueueEvents(db.knex, db, [newEvent('e500-park'), newEvent('e500-retry')]);
+    await sandbox.control.setFaults({ partner: { error500: 1, routes: ['/api/v1/partner/events'] } });
+    try {
+      await db
+        .knex(db.table('events_outbox'))
+        .where({ idempotency_key: 'e500-retry' })
+        .update({
+          next_attempt_at: db.knex.raw("now() + interval '1 hour'"),
+        });
+      expect(await drainAll(sender('park'))).toMatchObject({ parked: 1, retried: 0 });
+      expect(await row('e500-park')).toMatchObject({ state: 'parked', attempts: 1 });
+      await db.knex(db.table('events_outbox')).where({ idempotency_key: 'e500-retry' }).update({
+        next_attempt_at: db.knex.fn.now(),
+      });
+      expect(await drainAll(sender('retry'))).toMatchObject({ retried: 1, parked: 1, possibleDuplicates: 1 });
+      const parked = await row('e500-retry');
+      expect(parked).toMatchObject({ state: 'parked', possible_duplicate: true, attempts: 2 });
+      expect(parked?.last_error).toMatch(/^outcome unknown again after it was sent again/);
+    } finally {
+      await sandbox.control.setFaults({});
+    }
+  });
+
+  it('answers lost every time (lateAnswer past the timeout): the platform gets the event twice, not ten times, and it is parked', {
+    timeout: 20_000,
+  }, async () => {
+    await enqueueEvents(db.knex, db, [newEvent('late')]);
+    await sandbox.control.setFaults({
+      partner: { lateAnswer: 1, delayMs: 1_500, routes: ['/api/v1/partner/events'] },
+    });
+    try {
+      const counts = await drainAll(sender('retry', { requestTimeoutMs: 300 }));
+      expect(counts).toMatchObject({ sent: 0, retried: 1, parked: 1, failed: 0 });
+    } finally {
+      await sandbox.control.setFaults({});
+    }
+    expect(await received('late')).toBe(2);
+    const parked = await row('late');
+    expect(parked).toMatchObject({ state: 'parked', possible_duplicate: true, attempts: 2 });
+    expect(parked?.last_error).toMatch(/^outcome unknown again after it was sent again .* timed out/);
+    // Nothing more is sent by later drains.
+    expect(await drainAll(sender('retry'))).toMatchObject({ sent: 0, retried: 0, parked: 0 });
+    expect(await received('late')).toBe(2);
+  });
+
+  it('an outage the platform did not act on (429s) outlasting EVENTS_MAX_ATTEMPTS fails nothing: sent once when it ends', {
+    timeout: 20_000,
+  }, async () => {
+    await enqueueEvents(db.knex, db, [newEvent('outage-429')]);
+    await sandbox.control.setFaults({
+      partner: { error429: 1, retryAfterSeconds: 0, routes: ['/api/v1/partner/events'] },
+    });
+    try {
+      // At least six attempts refused with a 429 (three times EVENTS_MAX_ATTEMPTS).
+      const s = sender('retry', { maxAttempts: 2 });
+      while (((await row('outage-429'))?.attempts ?? 0) < 6) {
+        expect(await s.drain()).toMatchObject({ sent: 0, failed: 0, parked: 0, possibleDuplicates: 0 });
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    } finally {
+      await sandbox.control.setFaults({});
+    }
+    const waiting = await row('outage-429');
+    expect(waiting).toMatchObject({ state: 'pending', possible_duplicate: false });
+    expect(waiting?.attempts).toBeGreaterThanOrEqual(6);
+    expect(waiting?.last_error).toMatch(/answered 429/);
+    expect(await received('outage-429')).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await drainAll(sender('retry', { maxAttempts: 2 }))).toMatchObject({
+      sent: 1,
+      possibleDuplicates: 0,
+    });
+    expect(await row('outage-429')).toMatchObject({ state: 'sent', possible_duplicate: false });
+    expect(await received('outage-429')).toBe(1);
+  });
+});
