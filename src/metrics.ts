@@ -82,6 +82,13 @@ export function makeMetrics() {
       labelNames: ['route', 'status'] as const,
       registers,
     }),
+    // Apart from the requests' statuses: a 403 is counted there whether it refused the key or one
+    // record (a contact who opted out), and only the key's refusals must page.
+    apiKeyRefusals: new Counter({
+      name: 'review_mirror_api_key_refusals_total',
+      help: 'Partner API answers refusing the API key itself: a 401, or a 403 while a check of the key is refused too.',
+      registers,
+    }),
     apiRetries: new Counter({
       name: 'review_mirror_api_retries_total',
       help: 'Partner API retries by reason (network, timeout, rate_limited, server_error, malformed_body).',

@@ -38,6 +38,7 @@ export const MAX_BODY_BYTES = 16 * 1024 * 1024;
 export interface ApiMetrics {
   readonly apiRequests: { inc(labels: { route: string; status: string }): void };
   readonly apiRetries: { inc(labels: { reason: string }): void };
+  readonly apiKeyRefusals?: { inc(): void };
   readonly apiDuration?: { observe(labels: { route: string; status_class: string }, seconds: number): void };
 }
 
@@ -242,7 +243,10 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
     metrics?.apiRequests.inc({ route, status: String(status) });
     observe(`${Math.floor(status / 100)}xx`);
 
-    if (status === 401) throw new ApiAuthError({ route, status });
+    if (status === 401) {
+      metrics?.apiKeyRefusals?.inc();
+      throw new ApiAuthError({ route, status });
+    }
     if (status === 403) {
       // Spec 5: a bad key is a 401. A 403 may still be a deactivated key, or this one request
       // refused (a contact who opted out): the key is asked about apart, so that one record
@@ -250,6 +254,7 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       if (await untilAborted(keyAccepted(), req.signal)) {
         throw new ApiRequestError(platformErrorText(text), { route, status });
       }
+      metrics?.apiKeyRefusals?.inc();
       throw new ApiAuthError({ route, status });
     }
     if (isRetryableStatus(status)) {
