@@ -55,7 +55,7 @@ export interface DbOptions {
 const CONNECT_TIMEOUT_MS = 10_000;
 const ACQUIRE_TIMEOUT_MS = 15_000;
 // A dead peer (a failover, a cut network) is noticed by TCP keepalive instead of never.
-const KEEPALIVE_DELAY_MS = 10_000;
+export const KEEPALIVE_DELAY_MS = 10_000;
 // A peer that keeps the connection up but never answers (a hung pooler, a stopped backend) is
 // noticed by neither keepalive nor statement_timeout: the client stops waiting a little after the
 // server would have given up, so the server's clearer error wins whenever it can still arrive.

@@ -18,6 +18,13 @@ export class InboxTimeoutError extends Error {
 const FAILING_FOR_MS = 60_000;
 
 /**
+ * While commits are failing, how often a readiness check tries a commit of its own (see
+ * readinessProblem): often enough that a replica is ready again within a few seconds of its
+ * database, seldom enough to cost nothing.
+ */
+const PROBE_EVERY_MS = 2_000;
+
+/**
  * A commit still running after this long lets the deliveries behind it commit beside it: several
  * times a commit's usual time under load (0.5–2 ms in docs/benchmarks.md), well under the 20 ms
  * that a delivery's p99 may take.
@@ -55,6 +62,10 @@ export class Inbox {
   #closed = false;
   #lastSuccessMs = 0;
   #lastFailureMs = 0;
+  /** Whether the last failure was a refused commit (a probe can clear it), not a stalled one. */
+  #lastFailureRefused = false;
+  #probing = false;
+  #lastProbeMs = 0;
 
   constructor(options: InboxOptions) {
     this.#db = options.db;
@@ -67,12 +78,14 @@ export class Inbox {
       isolateWhen: isDataError,
       onFailure: (error, batchSize) => {
         this.#lastFailureMs = Date.now();
+        this.#lastFailureRefused = true;
         this.#log.error({ err: error, batchSize }, 'webhook inbox commit failed');
       },
       timeout: {
         ms: commitTimeoutMs,
         onTimeout: (batchSize) => {
           this.#lastFailureMs = Date.now();
+          this.#lastFailureRefused = false;
           this.#metrics?.webhookRefusals.inc({ reason: 'commit_timeout' }, batchSize);
           this.#log.error({ batchSize, timeoutMs: commitTimeoutMs }, 'webhook inbox commit timed out');
           // A delivery that did commit meanwhile is answered `duplicate` when the platform retries it.
@@ -82,10 +95,38 @@ export class Inbox {
     });
   }
 
-  /** Why this replica should not take deliveries now (its commits are failing), or undefined. */
+  /**
+   * Why this replica should not take deliveries now (its commits are failing), or undefined. A
+   * replica taken for not ready is sent no delivery, so no commit of one could clear the state
+   * before the minute is out, however soon the database is back (a pooler restarted, a failover):
+   * after a refused commit, each check also starts a commit of its own (one at a time, every
+   * PROBE_EVERY_MS), whose success clears it for the next check. Not after a stalled one: a commit
+   * still running (a lock, a slow disk) clears it itself when it ends, and an unrelated probe's
+   * success would send deliveries back to the stall.
+   */
   readinessProblem(nowMs = Date.now()): string | undefined {
     const failing = this.#lastFailureMs > this.#lastSuccessMs && nowMs - this.#lastFailureMs < FAILING_FOR_MS;
-    return failing ? 'webhook inbox commits are failing' : undefined;
+    if (!failing) return undefined;
+    if (this.#lastFailureRefused) this.#probe(nowMs);
+    return 'webhook inbox commits are failing';
+  }
+
+  /** A commit that writes its own transaction record (txid_current), as a delivery's commit does. */
+  #probe(nowMs: number): void {
+    if (this.#probing || this.#closed || nowMs - this.#lastProbeMs < PROBE_EVERY_MS) return;
+    this.#probing = true;
+    this.#lastProbeMs = nowMs;
+    this.#db.knex
+      .raw('select txid_current()')
+      .then(
+        () => {
+          this.#lastSuccessMs = Date.now();
+        },
+        (error: unknown) => this.#log.debug({ err: error }, 'webhook inbox probe commit failed'),
+      )
+      .finally(() => {
+        this.#probing = false;
+      });
   }
 
   /** Resolves once the delivery is committed; rejects when the commit failed (answer 5xx). */

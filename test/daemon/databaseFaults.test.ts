@@ -132,6 +132,16 @@ describe('the daemon when its database connections die or freeze', () => {
       await waitFor(async () => (await deliver()).status === 200, 30_000, 200);
       await waitFor(async () => (await fetch(readyz)).status === 200, 30_000, 200);
 
+      // The server restarts: a commit refused, not ready. Sent no delivery while not ready, the
+      // replica still finds its database back (its own probe commit) well before the minute the
+      // failure would otherwise keep it not ready for.
+      proxy.down();
+      expect(await deliver()).toEqual({ status: 503, body: { error: 'commit_failed' } });
+      expect((await fetch(readyz)).status).toBe(503);
+      proxy.up();
+      await waitFor(async () => (await fetch(readyz)).status === 200, 30_000, 200);
+      expect((await deliver()).status).toBe(200);
+
       proxy.freeze();
       daemon.kill('SIGTERM');
       const exit = await daemon.exited; // the test's own timeout bounds this wait
@@ -139,6 +149,7 @@ describe('the daemon when its database connections die or freeze', () => {
       expect(exit.code).toBe(abandoned ? 1 : 0);
     } finally {
       proxy.heal();
+      proxy.up();
       daemon.kill('SIGKILL');
     }
   });

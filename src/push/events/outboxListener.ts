@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { KEEPALIVE_DELAY_MS } from '../../db/connect.js';
 import { describeError } from '../../errors.js';
 import type { Logger, SecretScrubber } from '../../log.js';
 
@@ -38,7 +39,10 @@ export class OutboxListener {
         connectionString: this.url,
         application_name: 'review-mirror-listen',
         connectionTimeoutMillis: 10_000,
+        // Without a delay pg leaves the system's (two hours): a session a NAT dropped would be
+        // noticed that late, and until then only the poll would wake the outbox.
         keepAlive: true,
+        keepAliveInitialDelayMillis: KEEPALIVE_DELAY_MS,
       });
       const lost = new Promise<void>((resolve) => {
         client.on('error', (error) => {
