@@ -17,6 +17,7 @@ import * as contactUnavailableStreak from './016_contact_unavailable_streak.js';
 import * as syncRunsRetention from './017_sync_runs_retention.js';
 import * as eventSendStarts from './018_event_send_starts.js';
 import * as enqueueExactNumbers from './019_enqueue_exact_numbers.js';
+import * as contactGivenUp from './020_contact_given_up.js';
 
 export interface Migration {
   readonly name: string;
@@ -43,4 +44,5 @@ export const migrations: readonly Migration[] = [
   { name: '017_sync_runs_retention', up: syncRunsRetention.up },
   { name: '018_event_send_starts', up: eventSendStarts.up },
   { name: '019_enqueue_exact_numbers', up: enqueueExactNumbers.up },
+  { name: '020_contact_given_up', up: contactGivenUp.up },
 ];

@@ -304,13 +304,16 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       } catch (cause) {
         // The status says the request was accepted. An answer the caller can do without (one the
         // spec does not show) is no reason to send it again, to a real person: not when it is no
-        // JSON at all (`OK`, `Created`, a page), nor when sending it again is not harmless. One
-        // that begins as JSON and breaks off was cut short in transit: an idempotent request is
-        // sent again, harmlessly, for the whole answer (the id it carries).
+        // JSON at all (`OK`, `Created`), nor when sending it again is not harmless. One that
+        // begins as JSON and breaks off was cut short in transit, and an HTML page may be a
+        // proxy's (a maintenance page served 200) that never passed the request on: an idempotent
+        // request is sent again, harmlessly, for the platform's own answer.
         const done = doneWithout();
         const cutShort = /^\s*[[{"]/.test(text);
-        if (done !== undefined && (!cutShort || !idempotent)) return done.data;
-        const error = new ApiUnavailableError(`${route} returned a body that is not JSON (truncated?)`, {
+        const page = /^\s*</.test(text);
+        if (done !== undefined && !((cutShort || page) && idempotent)) return done.data;
+        const what = page ? 'an HTML page, perhaps not the platform' : 'truncated?';
+        const error = new ApiUnavailableError(`${route} returned a body that is not JSON (${what})`, {
           route,
           status,
           cause,

@@ -341,6 +341,12 @@ async function* readCsv(
     buffered.push(String(next.value));
   }
   const chosen = delimiter ?? detectDelimiter(head.split('\n')[0]!.replace(/^\uFEFF/, ''));
+  // A file of CRLF (or LF) lines whose last line ends with a CR alone: csv-parse keeps that CR in
+  // the last field and does not count it as a line, so the last record was numbered as the one
+  // before it (and two rows of one number could be paged past). Ended with the LF its other lines
+  // have, the CR ends the line as it does everywhere else in the file. Not in a file of CR lines,
+  // where the CR is the record delimiter and an LF would be read as one more line.
+  const crLines = /^[^\r\n]*\r(?!\n)[\s\S]/.test(head);
   // relax_quotes: a quote inside an unquoted field (`O"Brien`) is kept as written, as Excel reads
   // it. A quote opened and never closed swallows the rest of the file: the file fails, naming it.
   const csv = parse({
@@ -368,7 +374,13 @@ async function* readCsv(
       }
       for (;;) {
         const next = await iterator.next();
-        if (next.done) return;
+        if (next.done) {
+          if (lines.endsWithCr && !crLines) {
+            lines.add('\n');
+            yield '\n';
+          }
+          return;
+        }
         const chunk = String(next.value);
         sinceRecord += chunk.length;
         if (sinceRecord > MAX_RECORD_TEXT) {
@@ -503,6 +515,11 @@ class LineCounter {
     if (this.#afterCr && chunk[0] === '\n') this.#breaks--;
     this.#afterCr = chunk.endsWith('\r');
     this.#endsLine = this.#afterCr || chunk.endsWith('\n');
+  }
+
+  /** Whether the text so far ends with a CR (which an LF may still follow). */
+  get endsWithCr(): boolean {
+    return this.#afterCr;
   }
 
   /** The number of the last line: a break at the end of the text ends a line, and opens none. */

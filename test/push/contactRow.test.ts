@@ -4,8 +4,10 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfigFile } from '../../src/config/configFile.js';
 import { ConfigError } from '../../src/config/schema.js';
+import { contactBody } from '../../src/partner-api/contacts.js';
 import { columnsReadOf, requiredColumnsOf, toContactRow } from '../../src/push/contacts/contactRow.js';
 import { planPush } from '../../src/push/contacts/planPush.js';
+import { GIVE_UP_AFTER_PUSHES, isGivenUp } from '../../src/push/contacts/unavailableStreak.js';
 import { eventsOfRow } from '../../src/push/events/contactRules.js';
 import { readRecords } from '../../src/push/readRecords.js';
 
@@ -135,6 +137,62 @@ describe('planPush', () => {
     expect(planPush({ hash: 'h1', sent: false }, 'h1', { full: false })).toBe('retry');
     expect(planPush({ hash: 'h1', sent: true }, 'h1', { full: false })).toBe('unchanged');
     expect(planPush({ hash: 'h1', sent: true }, 'h1', { full: true })).toBe('update');
+  });
+
+  it('holds a contact given up unchanged, sending it again once changed or on a full push', () => {
+    const givenUp = { hash: 'h1', sent: false, givenUp: true };
+    expect(planPush(givenUp, 'h1', { full: false })).toBe('given_up');
+    expect(planPush(givenUp, 'h2', { full: false })).toBe('update');
+    expect(planPush(givenUp, 'h1', { full: true })).toBe('retry');
+  });
+});
+
+describe('isGivenUp', () => {
+  it('tells a contact given up by its failed outcome and a streak at the limit', () => {
+    const streak = (pushes: number) => ({ pushes, since: new Date() });
+    expect(isGivenUp('failed', streak(GIVE_UP_AFTER_PUSHES))).toBe(true);
+    expect(isGivenUp('failed', streak(GIVE_UP_AFTER_PUSHES - 1))).toBe(false);
+    // A push cut short after a full push began to send it again: sent again, not held.
+    expect(isGivenUp('pending', streak(GIVE_UP_AFTER_PUSHES))).toBe(false);
+  });
+});
+
+describe('a contact as sent', () => {
+  it('hashes a contact as every earlier version did: an upgrade re-sends none', () => {
+    const a = row({ email: 'a@example.com', name: '', external_id: 'k-1', professional_id: '' });
+    expect(a).toMatchObject({ hash: '00240d9b08000860585b0ad934d3f0861f837470b4131fb9d8a526ff325821e3' });
+    const b = row({
+      email: 'a@example.com',
+      name: 'Ann',
+      external_id: 'k-1',
+      professional_id: '3f2504e0-4f89-41d3-9a0c-0305e82c3301',
+    });
+    expect(b).toMatchObject({ hash: '8a6da26f88ab1c4f0f3ce9cd9afbe845066ba68646d40eb554bc54fdb15271c5' });
+  });
+
+  it('leaves out the fields without a value, or sends cleared those emptied since the last push', () => {
+    const contact = { email: 'a@example.com', name: null, external_id: 'k-1', professional_id: null };
+    expect(contactBody(contact)).toEqual({ email: 'a@example.com', external_id: 'k-1' });
+    expect(contactBody(contact, { clear: { name: true, professional_id: true } })).toEqual({
+      email: 'a@example.com',
+      name: '',
+      external_id: 'k-1',
+      professional_id: null,
+    });
+    // Only what was emptied: a field never set stays out.
+    expect(contactBody(contact, { clear: { name: true } })).toEqual({
+      email: 'a@example.com',
+      name: '',
+      external_id: 'k-1',
+    });
+    // A field with a value is sent as it is, whatever `clear` says.
+    expect(contactBody({ ...contact, name: 'Ann' }, { clear: { name: true } })).toMatchObject({
+      name: 'Ann',
+    });
+    // The upsert key is never sent cleared: a contact without one is keyed by its email.
+    expect(
+      contactBody({ ...contact, external_id: null }, { clear: { name: true, professional_id: true } }),
+    ).not.toHaveProperty('external_id');
   });
 });
 

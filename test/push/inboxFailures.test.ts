@@ -380,40 +380,47 @@ describe('the CRM inbox when a push fails', () => {
       const log = await logOf('poison');
       expect(log.map((l) => l.outcome)).toEqual(['failed', 'failed', 'failed']);
       expect(log[2]!.error).toMatch(
-        /^the platform answered 5xx on 3 pushes in a row while it took other contacts \(the last: POST \/contacts answered 500/,
+        /^the platform answered 5xx on 3 pushes in a row while it answered otherwise \(the last: POST \/contacts answered 500/,
       );
-      // Given up, its streak ends: a later export with it gets three pushes afresh.
+      // Given up: its streak stays at the limit, which tells it given up.
       const stored = await db.knex(db.table('contacts')).where({ key: 'poison' }).first();
-      expect(stored).toMatchObject({ outcome: 'failed', unavailable_pushes: 0, unavailable_since: null });
-      // Pushed again (beside a contact the platform takes): in place at its first failing push,
-      // as at the second, and given up only at the third, the platform still answering.
+      expect(stored).toMatchObject({ outcome: 'failed', unavailable_pushes: 3 });
+      // A later export holding it unchanged beside a contact the platform takes: not sent again
+      // (it would begin a streak afresh and hold the export three pushes more), failed as it was,
+      // and the export moves on at its first push.
       await writeFile(
         join(dir, 'choke-again.csv'),
         'external_id,email\nc3,c3@example.com\npoison,poison@example.com\n',
       );
+      const posted = choking.taken.get('poison@example.com');
       expect(await run()).toBe('success');
-      for (let push = 1; push <= 2; push++) {
-        expect(String(await run()), `push ${push}`).toMatch(/1 contacts of choke-again\.csv were not sent/);
-        expect(await where('choke-again.csv')).toBe('processing');
-      }
-      expect(await db.knex(db.table('contacts')).where({ key: 'poison' }).first()).toMatchObject({
-        outcome: 'failed',
-        unavailable_pushes: 2,
-      });
       expect(await run()).toBe('success');
       expect(await where('choke-again.csv')).toBe('failed');
+      expect(await onPlatform()).toBe(before + 3);
+      expect(choking.taken.get('poison@example.com')).toBe(posted);
       const again = await logOf('poison');
-      expect(again.map((l) => l.outcome)).toEqual(Array(6).fill('failed'));
-      expect(again[4]!.error).toMatch(/^POST \/contacts answered 500/);
-      expect(again[5]!.error).toMatch(/^the platform answered 5xx on 3 pushes in a row/);
+      expect(again.map((l) => [l.operation, l.outcome])).toEqual([
+        ['create', 'failed'],
+        ['retry', 'failed'],
+        ['retry', 'failed'],
+        ['given_up', 'failed'],
+      ]);
+      expect(again[3]!.error).toMatch(
+        /^not sent: given up on an earlier push, and unchanged since \(the platform answered 5xx on 3 pushes/,
+      );
     } finally {
       await choking.close();
     }
-    // A later export sends it again, as any failed contact, and the streak ends.
+    // Unchanged, it is not sent even once the platform would take it...
     await writeFile(join(dir, 'choke-later.csv'), 'external_id,email\npoison,poison@example.com\n');
     const before = await onPlatform();
     await takeSettled();
-    expect(await where('choke-later.csv')).toBe('processed');
+    expect(await where('choke-later.csv')).toBe('failed');
+    expect(await onPlatform()).toBe(before);
+    // ...until an export changes it: then it is sent, and its streak ends.
+    await writeFile(join(dir, 'choke-changed.csv'), 'external_id,email,name\npoison,poison@example.com,Po\n');
+    await takeSettled();
+    expect(await where('choke-changed.csv')).toBe('processed');
     expect(await onPlatform()).toBe(before + 1);
     expect(await db.knex(db.table('contacts')).where({ key: 'poison' }).first()).toMatchObject({
       outcome: 'sent',
@@ -467,7 +474,8 @@ describe('the CRM inbox when a push fails', () => {
         .where('key', 'like', 'outage.csv-%')
         .andWhere({ outcome: 'failed' })
         .select('unavailable_pushes');
-      expect(left).toEqual([1, 2, 3].map(() => ({ unavailable_pushes: 4 })));
+      // Not given up: held one push short of the limit, however many pushes the outage lasts.
+      expect(left).toEqual([1, 2, 3].map(() => ({ unavailable_pushes: 2 })));
       const givenUp = await db
         .knex(db.table('contact_push_log'))
         .where('key', 'like', 'outage.csv-%')

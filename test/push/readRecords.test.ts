@@ -537,3 +537,48 @@ describe('readRecords: a bad record costs that record, a file not read to its en
     expect(await read('tiny.csv', 'e\n')).toEqual([]);
   });
 });
+
+/**
+ * A last line ended by a CR alone, in a file of CRLF (or LF) lines: csv-parse kept the CR in the
+ * last field and did not count it, so the last record took the line number of the one before it.
+ */
+describe('a CSV whose last line ends with a CR alone', () => {
+  const linesOf = (items: ReadItem[]) => items.map((i) => ('record' in i ? i.record.line : i.error.line));
+
+  it.each([
+    ['CRLF', '\r\n'],
+    ['LF', '\n'],
+  ])('numbers the last record by its own line, in a file of %s lines', async (_, eol) => {
+    const text = ['email,name', 'a@example.com,Ann', 'b@example.com,"Bo', 'b"', 'c@example.com,Cy'].join(eol);
+    const items = await readAll(Readable.from([`${text}\r`]));
+    expect(linesOf(items)).toEqual([2, 3, 5]);
+    // In a CRLF file the CR ends the line, as everywhere else in it; in an LF file it stays in
+    // the field, as a CR before an LF of that file does.
+    expect(records(items)[2]!.fields).toEqual({ email: 'c@example.com', name: eol === '\n' ? 'Cy\r' : 'Cy' });
+  });
+
+  it('does so with the CR in a chunk of its own, and with one record only', async () => {
+    const items = await readAll(Readable.from(['email\r\na@example.com\r\nb@example.com', '\r']));
+    expect(linesOf(items)).toEqual([2, 3]);
+    expect(records(await readAll(Readable.from(['email\r\na@example.com\r'])))).toEqual([
+      { line: 2, fields: { email: 'a@example.com' } },
+    ]);
+  });
+
+  it('leaves a file of CR lines as it was: no line added', async () => {
+    const items = await readAll(Readable.from(['email,name\ra@example.com,Ann\rb@example.com,Bo\r']));
+    expect(items).toEqual([
+      { record: { line: 2, fields: { email: 'a@example.com', name: 'Ann' } } },
+      { record: { line: 3, fields: { email: 'b@example.com', name: 'Bo' } } },
+    ]);
+  });
+
+  it('numbers every record of 1,001 apart, the last one too', async () => {
+    const rows = Array.from({ length: 1_001 }, (_, i) => `p${i}@example.com`);
+    const items = await readAll(Readable.from([`email\r\n${rows.join('\r\n')}\r`]));
+    const lines = linesOf(items);
+    expect(lines).toHaveLength(1_001);
+    expect(new Set(lines).size).toBe(1_001);
+    expect(lines.at(-1)).toBe(1_002);
+  });
+});

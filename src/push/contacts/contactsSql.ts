@@ -1,7 +1,7 @@
 import { preparedRaw, type Queryable, type Tables } from '../../db/queryable.js';
 import type { ContactRow } from './contactRow.js';
 import type { StoredContact } from './planPush.js';
-import type { UnavailableStreak } from './unavailableStreak.js';
+import { isGivenUp, type UnavailableStreak } from './unavailableStreak.js';
 
 /**
  * Before sending: the rows about to be sent, marked pending in one statement (a crash leaves
@@ -209,12 +209,23 @@ export interface StagedContact {
   readonly stored: StoredContact | undefined;
 }
 
-/** The next staged rows of a push after a line, in file order, each with its stored contact. */
+/** Where a page of staged rows ends: the next page starts after this line and key. */
+export interface StagedPosition {
+  readonly line: number;
+  readonly key: string;
+}
+
+/**
+ * The next staged rows of a push after a position, in file order (line, then key), each with its
+ * stored contact. Paged on (line, key), which is unique within a push: two rows of one line
+ * number (a reader's miscount) on either side of a page's end would otherwise lose the second,
+ * never sent nor reported.
+ */
 export async function readStagedContacts(
   q: Queryable,
   db: Tables,
   pushId: string,
-  afterLine: number,
+  after: StagedPosition | undefined,
   limit: number,
 ): Promise<StagedContact[]> {
   const rows: Array<{
@@ -227,6 +238,9 @@ export async function readStagedContacts(
     content_hash: string;
     stored_hash: string | null;
     stored_outcome: string | null;
+    stored_error: string | null;
+    stored_name: string | null;
+    stored_professional_id: string | null;
     unavailable_pushes: number | null;
     unavailable_since: Date | string | null;
   }> = await q
@@ -235,14 +249,21 @@ export async function readStagedContacts(
     .from(
       q(db.table('contact_push_staging'))
         .where('push_id', pushId)
-        .andWhere('line', '>', afterLine)
-        .orderBy('line')
+        .modify((page) => {
+          // `line >= ?` keeps the index's range; the rest takes the keys after `after.key` on its line.
+          if (after !== undefined) {
+            page
+              .andWhere('line', '>=', after.line)
+              .andWhere((next) => next.where('line', '>', after.line).orWhere('key', '>', after.key));
+          }
+        })
+        .orderBy([{ column: 'line' }, { column: 'key' }])
         .limit(limit)
         .select('key', 'line', 'email', 'name', 'external_id', 'professional_id', 'content_hash')
         .as('s'),
     )
     .leftJoin({ c: db.table('contacts') }, 'c.key', 's.key')
-    .orderBy('s.line')
+    .orderBy([{ column: 's.line' }, { column: 's.key' }])
     .select(
       's.key',
       's.line',
@@ -253,33 +274,43 @@ export async function readStagedContacts(
       's.content_hash',
       'c.content_hash as stored_hash',
       'c.outcome as stored_outcome',
+      'c.last_error as stored_error',
+      'c.name as stored_name',
+      'c.professional_id as stored_professional_id',
       'c.unavailable_pushes',
       'c.unavailable_since',
     );
-  return rows.map((r) => ({
-    row: {
-      key: r.key,
-      line: r.line,
-      hash: r.content_hash,
-      contact: {
-        email: r.email,
-        name: r.name,
-        external_id: r.external_id,
-        professional_id: r.professional_id,
+  return rows.map((r) => {
+    const streak = {
+      pushes: r.unavailable_pushes ?? 0,
+      since: r.unavailable_since === null ? null : new Date(r.unavailable_since),
+    };
+    return {
+      row: {
+        key: r.key,
+        line: r.line,
+        hash: r.content_hash,
+        contact: {
+          email: r.email,
+          name: r.name,
+          external_id: r.external_id,
+          professional_id: r.professional_id,
+        },
       },
-    },
-    stored:
-      r.stored_hash === null
-        ? undefined
-        : {
-            hash: r.stored_hash,
-            sent: r.stored_outcome === 'sent',
-            streak: {
-              pushes: r.unavailable_pushes ?? 0,
-              since: r.unavailable_since === null ? null : new Date(r.unavailable_since),
+      stored:
+        r.stored_hash === null
+          ? undefined
+          : {
+              hash: r.stored_hash,
+              sent: r.stored_outcome === 'sent',
+              streak,
+              givenUp: isGivenUp(r.stored_outcome, streak),
+              error: r.stored_error,
+              name: r.stored_name,
+              professionalId: r.stored_professional_id,
             },
-          },
-  }));
+    };
+  });
 }
 
 /**

@@ -13,8 +13,8 @@ import type { JobRunInfo } from '../../jobs/runner.js';
 import type { Logger, SecretScrubber } from '../../log.js';
 import type { ContactRowOutcome, Metrics } from '../../metrics.js';
 import type { PartnerApi } from '../../partner-api/client.js';
+import type { UpsertOptions } from '../../partner-api/contacts.js';
 import { enqueueEvents } from '../events/outboxSql.js';
-import { attemptResultOf } from '../events/sendPolicy.js';
 import { formatOf, type ReadOptions } from '../readRecords.js';
 import { RejectReport } from '../rejectReport.js';
 import type { ContactRow } from './contactRow.js';
@@ -28,14 +28,19 @@ import {
   readStagedContacts,
   recordOutcomes,
   recordPending,
+  type StagedPosition,
 } from './contactsSql.js';
 import { type PushOperation, planPush } from './planPush.js';
 import { PushLogWriter } from './pushLog.js';
 import { stageContacts } from './stageContacts.js';
 import {
+  contactAttemptResultOf,
+  GIVE_UP_AFTER_MS,
   GIVE_UP_AFTER_PUSHES,
   givenUpError,
+  heldShortOfLimit,
   NO_STREAK,
+  stillGivenUpError,
   streakAfterFailure,
   type UnavailableStreak,
 } from './unavailableStreak.js';
@@ -86,7 +91,9 @@ export interface PushSummary {
   unavailable: number;
   /**
    * Of those failed, and not counted as unavailable: contacts the platform failed on
-   * GIVE_UP_AFTER_PUSHES pushes in a row while it took others, failed until a later export.
+   * GIVE_UP_AFTER_PUSHES pushes in a row while it answered otherwise (given up in this push), and
+   * contacts given up before that the file holds unchanged (not sent). Failed until an export
+   * changes them, or a full push.
    */
   givenUp: number;
   /** Events the rules fired that were new to the outbox. */
@@ -109,8 +116,9 @@ export interface PushProgress {
 
 const PLAN_BATCH = 1_000;
 /**
- * Contacts failed in a row, each after its own retries, by a platform that did not refuse them:
- * it is down, and the push stops instead of trying every remaining row of the file.
+ * Contacts failed in a row, each after its own retries, by a platform that did not refuse them
+ * (nor gave them up: those are the contacts' own): it is down, and the push stops instead of
+ * trying every remaining row of the file.
  */
 const STOP_AFTER_UNAVAILABLE_IN_A_ROW = 10;
 
@@ -237,6 +245,11 @@ async function sendStaged(
     queue.clear();
   };
   let unavailableInARow = 0;
+  // Resolved once every staged row is planned (or the push stops): then summary.toSend is whole.
+  let planningDone!: () => void;
+  const planned = new Promise<void>((resolve) => {
+    planningDone = resolve;
+  });
   // Whether the platform took or refused a contact in this push: it is up, whatever it does with
   // one record. Before the first answer, the row log of earlier pushes tells.
   let platformAnswered = false;
@@ -252,11 +265,16 @@ async function sendStaged(
   const outcomes = new GroupCommit<{ key: string; outcome: ContactOutcome }>((batch) =>
     recordOutcomes(db.knex, db, batch),
   );
-  const send = async (row: ContactRow, operation: PushOperation, streak: UnavailableStreak) => {
+  const send = async (
+    row: ContactRow,
+    operation: PushOperation,
+    streak: UnavailableStreak,
+    clear: UpsertOptions['clear'],
+  ) => {
     signal?.throwIfAborted();
     let answer: { id: string | null; created: boolean | null };
     try {
-      answer = await deps.api.contacts.upsert(row.contact, signal);
+      answer = await deps.api.contacts.upsert(row.contact, signal, { clear });
     } catch (error) {
       if (signal?.aborted) throw error;
       await failed(row, operation, error, streak);
@@ -282,33 +300,28 @@ async function sendStaged(
     prior: UnavailableStreak,
   ) => {
     let text = deps.scrubber.scrub(describeError(error));
-    const result = attemptResultOf(error, () => text);
+    const result = contactAttemptResultOf(error, () => text);
     // Nothing can be sent until an operator acts: the contact stays pending, and so do those not
     // yet sent. Stopped before this task ends, so the queue starts no other.
     if (result.kind === 'unauthorized' || result.kind === 'redirected') return stop(error);
     if (result.kind === 'refused') platformAnswered = true;
     const streak = streakAfterFailure(prior, result, error, pushStartedAt);
-    // A record the platform chokes on, failed push after push while it takes the others and
-    // still answers after this failure: failed for good, so its export moves on instead of being
-    // pushed at every poll. Only the outcome is recorded otherwise, never a request added: like
-    // any failed contact, a later export sends it again, as the contacts whose answer was lost
-    // already are.
-    const givenUp =
-      streak.pushes > prior.pushes &&
-      streak.pushes >= GIVE_UP_AFTER_PUSHES &&
-      (platformAnswered || (await platformTookContactsSince(db.knex, db, streak.since!, row.key))) &&
-      (await platformUpNow());
+    // A record the platform chokes on, failed push after push while the platform still answers
+    // (the probe): given up, so its export moves on instead of being pushed at every poll, and
+    // not sent again until an export changes it (planPush). Only the outcome is recorded, never a
+    // request added.
+    const atLimit = streak.pushes > prior.pushes && streak.pushes >= GIVE_UP_AFTER_PUSHES;
+    const givenUp = atLimit && (await notAnOutage(row, streak)) && (await platformUpNow());
     if (givenUp) text = givenUpError(streak, error, text);
-    // A contact given up ends its streak: a later export with it gets as many pushes as a first.
     await outcomes.add({
       key: row.key,
-      outcome: { sent: false, error: text, streak: givenUp ? NO_STREAK : streak },
+      outcome: { sent: false, error: text, streak: givenUp ? streak : heldShortOfLimit(streak) },
     });
     summary.failed++;
     if (givenUp) summary.givenUp++;
-    if (result.kind !== 'refused') {
+    if (result.kind !== 'refused' && !givenUp) {
       // A 429 too: one whose Retry-After outlasts the retry budget ends here at once.
-      if (!givenUp) summary.unavailable++;
+      summary.unavailable++;
       if (++unavailableInARow >= STOP_AFTER_UNAVAILABLE_IN_A_ROW) {
         const down = `the platform failed ${unavailableInARow} contacts in a row (the last: ${text}); the push stops`;
         stop(new RetryableError(down, { cause: error }));
@@ -325,6 +338,26 @@ async function sendStaged(
     });
     await handledOne();
   };
+  /**
+   * Whether a contact at its streak's limit failed for its own sake, not in an outage of the
+   * contacts route that the probe (a GET of the review feed) would not see: the platform took or
+   * refused another contact in this push or took one since the streak began; or this push sends
+   * this contact alone (an export that changed it alone, which no other contact can vouch for);
+   * or the streak has lasted GIVE_UP_AFTER_MS. Otherwise several contacts failing together, none
+   * taken, look like that outage, and the export is kept, for an hour at most.
+   */
+  const notAnOutage = async (row: ContactRow, streak: UnavailableStreak): Promise<boolean> => {
+    if (platformAnswered) return true;
+    const since = streak.since ?? pushStartedAt;
+    if (pushStartedAt.getTime() - since.getTime() >= GIVE_UP_AFTER_MS) return true;
+    if (summary.toSend === 1) {
+      // The only one so far: alone once every row is planned (the queue holds one request, so
+      // the planning loop is not waiting on it).
+      await planned;
+      if (summary.toSend === 1) return true;
+    }
+    return platformTookContactsSince(db.knex, db, since, row.key);
+  };
   const handledOne = async () => {
     handled++;
     tick();
@@ -332,14 +365,20 @@ async function sendStaged(
   };
 
   try {
-    let afterLine = 0;
+    let after: StagedPosition | undefined;
     for (;;) {
       if (broken !== undefined) throw broken;
       signal?.throwIfAborted();
-      const staged = await readStagedContacts(db.knex, db, pushId, afterLine, PLAN_BATCH);
+      const staged = await readStagedContacts(db.knex, db, pushId, after, PLAN_BATCH);
       if (staged.length === 0) break;
-      afterLine = staged.at(-1)!.row.line;
-      const batch: Array<{ row: ContactRow; operation: PushOperation; streak: UnavailableStreak }> = [];
+      const last = staged.at(-1)!.row;
+      after = { line: last.line, key: last.key };
+      const batch: Array<{
+        row: ContactRow;
+        operation: PushOperation;
+        streak: UnavailableStreak;
+        clear: UpsertOptions['clear'];
+      }> = [];
       for (const { row, stored } of staged) {
         const operation = planPush(stored, row.hash, { full: options.full });
         if (operation === 'unchanged') {
@@ -354,11 +393,39 @@ async function sendStaged(
           });
           continue;
         }
+        if (operation === 'given_up') {
+          // Given up on an earlier push: failed again, as it was, without a request.
+          const error = stillGivenUpError(stored?.error ?? null);
+          summary.failed++;
+          summary.givenUp++;
+          handled++;
+          log.info({ line: row.line, contact_key: row.key, err: error }, 'contact not sent: given up');
+          pushLog.add({
+            line: row.line,
+            key: row.key,
+            operation,
+            outcome: 'failed',
+            error,
+            contentHash: row.hash,
+          });
+          continue;
+        }
         summary.toSend++;
         if (options.dryRun) handled++;
-        // Failures of other content were not this content's.
+        // Failures of other content were not this content's; a contact given up and sent again
+        // (a full push) begins a streak afresh.
         else
-          batch.push({ row, operation, streak: (stored?.hash === row.hash && stored.streak) || NO_STREAK });
+          batch.push({
+            row,
+            operation,
+            streak: (stored?.hash === row.hash && !stored.givenUp && stored.streak) || NO_STREAK,
+            // Emptied in the CRM since the mirror recorded a value: sent cleared, not left out.
+            clear: {
+              name: row.contact.name === null && (stored?.name ?? null) !== null,
+              professional_id:
+                row.contact.professional_id === null && (stored?.professionalId ?? null) !== null,
+            },
+          });
       }
       // Recorded as pending before any of them is sent, and only while this replica still holds
       // the push's lease: after a takeover, the new holder alone sends.
@@ -370,17 +437,19 @@ async function sendStaged(
         );
         await fence(trx);
       });
-      for (const { row, operation, streak } of batch) {
-        queue.add(() => send(row, operation, streak)).catch(stop);
+      for (const { row, operation, streak, clear } of batch) {
+        queue.add(() => send(row, operation, streak, clear)).catch(stop);
       }
       tick();
       await pushLog.flush();
       // Backpressure: read the next batch only once the queue has room, so memory stays flat.
       await queue.onSizeLessThan(Math.max(options.concurrency * 4, PLAN_BATCH / 2));
     }
+    planningDone();
     await queue.onIdle();
     if (broken !== undefined) throw broken;
   } finally {
+    planningDone();
     // On an abort or an error, what was not started stays unsent (and is sent by the next push).
     queue.clear();
     await queue.onIdle();

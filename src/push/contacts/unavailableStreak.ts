@@ -1,15 +1,26 @@
 import { ApiRequestError, ApiUnavailableError } from '../../partner-api/errors.js';
-import type { AttemptResult } from '../events/sendPolicy.js';
+import { type AttemptResult, attemptResultOf } from '../events/sendPolicy.js';
 
 /**
- * Pushes in a row after which a contact the platform keeps failing, while it takes the others,
- * is failed for good: a record it chokes on. Three polls of the inbox tell such a record from a
- * passing hiccup; more would only keep the export, and the alert on the inbox job, for longer.
+ * Pushes in a row after which a contact the platform keeps failing, while it still answers, is
+ * given up: a record it chokes on. Three polls of the inbox tell such a record from a passing
+ * hiccup; more would only keep the export, and the alert on the inbox job, for longer.
  */
 export const GIVE_UP_AFTER_PUSHES = 3;
 
+/**
+ * How long a streak must have lasted before a contact is given up on the probe alone, when
+ * failures beside it in the push look like an outage of the contacts route (see pushContacts):
+ * past it, an export is not held in processing/, and every export after it with it, any longer.
+ */
+export const GIVE_UP_AFTER_MS = 60 * 60 * 1000;
+
 /** Pushes in a row of one content that the platform failed without refusing it. */
 export interface UnavailableStreak {
+  /**
+   * GIVE_UP_AFTER_PUSHES or more only once given up: a contact not given up at its limit (the
+   * platform did not answer the probe) is recorded one push short of it.
+   */
   readonly pushes: number;
   /** When the first of them started (database time); null when there is none. */
   readonly since: Date | null;
@@ -17,11 +28,35 @@ export interface UnavailableStreak {
 
 export const NO_STREAK: UnavailableStreak = { pushes: 0, since: null };
 
+/** Whether a contact stored with this outcome and streak was given up (see `pushes`). */
+export const isGivenUp = (outcome: string | null, streak: UnavailableStreak): boolean =>
+  outcome === 'failed' && streak.pushes >= GIVE_UP_AFTER_PUSHES;
+
+/** A streak that reached the limit but was not given up: kept one push short of it. */
+export const heldShortOfLimit = (streak: UnavailableStreak): UnavailableStreak =>
+  streak.pushes < GIVE_UP_AFTER_PUSHES ? streak : { ...streak, pushes: GIVE_UP_AFTER_PUSHES - 1 };
+
+/**
+ * What the client threw, as the contacts push takes it. The outbox's policy (attemptResultOf)
+ * with one difference: a contact is an upsert of its own content, so a 409 (a conflict with
+ * another contact: an email taken by another external_id) and a 403 the key passed a check on
+ * (an opted-out person) are the platform refusing that content, as a 422 is, not "not now". They
+ * fail the contact with the platform's text, and a later export with it sends it again; counted
+ * as unavailable, one such record held its export, and every export after it, for ever. A 408
+ * stays a request the platform did not process in time.
+ */
+export function contactAttemptResultOf(error: unknown, describe: (e: unknown) => string): AttemptResult {
+  if (error instanceof ApiRequestError && (error.status === 409 || error.status === 403)) {
+    return { kind: 'refused', error: describe(error) };
+  }
+  return attemptResultOf(error, describe);
+}
+
 /**
  * The streak after this push's failure of a contact. A refusal ends it (the contact is failed for
  * its own reason). A 429 or a connection that could not be made says nothing of the contact (the
- * platform never looked at it), so the streak stays as it was. A 5xx or a request left without an
- * answer counts against the contact.
+ * platform never looked at it), so the streak stays as it was. A 5xx, a 408 or a request left
+ * without a usable answer counts against the contact.
  */
 export function streakAfterFailure(
   prior: UnavailableStreak,
@@ -43,5 +78,10 @@ export function givenUpError(streak: UnavailableStreak, error: unknown, last: st
     error instanceof ApiUnavailableError || error instanceof ApiRequestError ? error.status : undefined;
   const how =
     status === undefined ? 'gave no usable answer' : status >= 500 ? 'answered 5xx' : `answered ${status}`;
-  return `the platform ${how} on ${streak.pushes} pushes in a row while it took other contacts (the last: ${last}); failed until a later export sends it again`;
+  return `the platform ${how} on ${streak.pushes} pushes in a row while it answered otherwise (the last: ${last}); given up until an export changes the contact, or a full push (contacts push --full)`;
+}
+
+/** The error of a given-up contact an export holds unchanged: not sent, failed as it was. */
+export function stillGivenUpError(lastError: string | null): string {
+  return `not sent: given up on an earlier push, and unchanged since (${lastError ?? 'no error recorded'})`;
 }
