@@ -294,7 +294,7 @@ describe('the CRM inbox when the platform fails contacts one by one', () => {
     }
   });
 
-  it('does not take a proxy\'s HTML page for the platform\'s answer to a contact with an external_id: it is sent again', async () => {
+  it("does not take a proxy's HTML page for the platform's answer to a contact with an external_id: it is sent again", async () => {
     const inbox = await inboxOf('html');
     const page = { status: 200, body: '<html><body>Down for maintenance</body></html>', type: 'text/html' };
     faults.set('html-x@example.com', page);
