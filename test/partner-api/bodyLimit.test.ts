@@ -78,7 +78,7 @@ describe('a read answered 2xx with no answer it can use', () => {
     const html = await failure(fx.api.webhooks.list());
     expect(html).toBeInstanceOf(ApiUnavailableError);
     expect((html as Error).message).toBe(
-      'GET /webhook returned a body that is not JSON (truncated?) (gave up after 2 retries)',
+      'GET /webhook returned a body that is not JSON (an HTML page, perhaps not the platform) (gave up after 2 retries)',
     );
     const big = await failure(fx.api.webhooks.list());
     expect(big).toBeInstanceOf(ApiSchemaError);
