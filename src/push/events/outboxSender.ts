@@ -469,26 +469,11 @@ export class OutboxSender {
         this.#random,
         event.possibleDuplicate,
       );
+      // Every field of a decision but `sent`'s is named as the outcome's row has it.
       decision =
-        next.state === 'pending'
-          ? {
-              ...blank(event),
-              state: 'pending',
-              delayMs: next.delayMs,
-              error: next.error,
-              possibleDuplicate: next.possibleDuplicate,
-              refund: next.refund,
-            }
-          : next.state === 'sent'
-            ? { ...blank(event), state: 'sent', platformId: next.id, platformStatus: next.status }
-            : next.state === 'failed'
-              ? {
-                  ...blank(event),
-                  state: 'failed',
-                  error: next.error,
-                  possibleDuplicate: next.possibleDuplicate ?? false,
-                }
-              : { ...blank(event), state: next.state, error: next.error };
+        next.state === 'sent'
+          ? { ...blank(event), state: 'sent', platformId: next.id, platformStatus: next.status }
+          : { ...blank(event), ...next };
       log.warn(
         {
           idempotency_key: event.key,
