@@ -2,12 +2,13 @@ import { JOB } from '../jobs/jobNames.js';
 import { type Fence, NO_FENCE } from '../jobs/lease.js';
 import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import { ApiProtocolError, ApiSchemaError } from '../partner-api/errors.js';
+import { backfillReviews } from './backfillReviews.js';
 import type { PullContext } from './context.js';
 import { readCheckpoint, writeCheckpoint } from './syncStateSql.js';
 import {
   advanceWatermark,
   EMPTY_CHECKPOINT,
-  planHeadPass,
+  headPassSince,
   planIncrementalWalk,
   type WalkCheckpoint,
 } from './walkPlan.js';
@@ -66,7 +67,7 @@ const refusedPage = (error: unknown): boolean =>
  * A resumed walk stuck on a page the client refuses keeps its checkpoint at that page, and every
  * run failed there before reading anything newer: reviews created since were never polled, only
  * webhooks brought them. So the feed above the stuck walk is read all the same, from the newest
- * review down to what that walk had seen first (planHeadPass), writing reviews only: the stuck
+ * review down to what that walk had seen first (headPassSince), writing reviews only: the stuck
  * walk keeps its checkpoint and the watermark, and completes them once its page is served. The
  * run still fails, with the stuck walk's error; this pass's own failure is only logged.
  */
@@ -77,25 +78,12 @@ async function readAboveStuckWalk(
   signal: AbortSignal | undefined,
   fence: Fence,
 ): Promise<void> {
-  const plan = planHeadPass(state, ctx.overlapMs);
-  if (plan === undefined || signal?.aborted === true) return;
+  const since = headPassSince(state, ctx.overlapMs);
+  if (since === undefined || signal?.aborted === true) return;
   addCount(counts, 'head_passes');
   try {
-    await walkReviewFeed(
-      ctx,
-      {
-        job: JOB.reviews,
-        plan,
-        state,
-        walkStartedAt: new Date(),
-        fence,
-        // Read as a backfill is: no checkpoint of its own, nothing completed at its end.
-        backfill: { until: undefined },
-        complete: async () => {},
-      },
-      counts,
-      signal,
-    );
+    // A backfill's walk: no checkpoint of its own, the watermark left alone.
+    await backfillReviews(ctx, { since, until: undefined }, counts, signal, fence);
   } catch (error) {
     ctx.log.warn(
       { job: JOB.reviews, err: error },

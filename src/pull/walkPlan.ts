@@ -47,15 +47,14 @@ export function planIncrementalWalk(state: WalkCheckpoint, overlapMs: number): W
 }
 
 /**
- * The walk of the feed above an unfinished walk that cannot go on (syncReviews): from the newest
- * review down to the newest that walk saw (or, before it saw any, the watermark), minus the
- * overlap. Undefined when there is no such bound: a walk of the whole feed would meet the page
- * the unfinished walk is stuck on.
+ * Where a read of the feed above an unfinished walk that cannot go on (syncReviews) stops: the
+ * newest review that walk saw (or, before it saw any, the watermark), minus the overlap.
+ * Undefined when there is no such bound: a walk of the whole feed would meet the page the
+ * unfinished walk is stuck on.
  */
-export function planHeadPass(state: WalkCheckpoint, overlapMs: number): WalkPlan | undefined {
+export function headPassSince(state: WalkCheckpoint, overlapMs: number): Date | undefined {
   const above = state.walkNewest ?? state.watermark;
-  if (above === null) return undefined;
-  return { since: new Date(above.getTime() - overlapMs), cursor: null, newest: null, resumed: false };
+  return above === null ? undefined : new Date(above.getTime() - overlapMs);
 }
 
 /**
