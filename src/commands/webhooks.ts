@@ -5,8 +5,10 @@ import { migrate } from '../db/migrate.js';
 import { storableText } from '../db/storableText.js';
 import { makePartnerApi, type PartnerApi, partnerApiOptions } from '../partner-api/client.js';
 import { ApiRequestError } from '../partner-api/errors.js';
+import { type ListedWebhook, splitListed, type WebhookWithInexactId } from '../partner-api/webhooksSchema.js';
 import { alignColumns } from '../status/alignColumns.js';
 import { webhookState } from '../webhooks/health.js';
+import { INEXACT_ID_HANDLING } from '../webhooks/inexactIds.js';
 import { registerWebhook } from '../webhooks/register.js';
 import { replayInbox } from '../webhooks/replay.js';
 import { SigningSecrets } from '../webhooks/secrets.js';
@@ -46,7 +48,10 @@ function print(ctx: Context, text: string): void {
 }
 
 export interface WebhookListing {
-  id: string;
+  /** Null for a webhook whose id cannot be named exactly (see `id_problem`). */
+  id: string | null;
+  /** Why the id cannot be named, with the entry's place in the platform's list; else null. */
+  id_problem: string | null;
   url: string;
   state: string;
   is_active: boolean | null;
@@ -58,8 +63,31 @@ export interface WebhookListing {
 export function formatWebhooks(rows: readonly WebhookListing[]): string {
   if (rows.length === 0) return 'no webhook registered';
   const header = ['id', 'url', 'state', 'secret', 'last_error'];
-  const table = rows.map((w) => [w.id, w.url, w.state, w.secret_stored ? 'stored' : '-', w.last_error ?? '']);
+  const table = rows.map((w) => [
+    w.id ?? '?',
+    w.url,
+    w.state,
+    w.secret_stored ? 'stored' : '-',
+    w.last_error ?? '',
+  ]);
   return alignColumns([header, ...table]).join('\n');
+}
+
+function webhookListing(w: ListedWebhook, withSecret: ReadonlySet<string>): WebhookListing {
+  return {
+    id: w.id ?? null,
+    id_problem: w.id === undefined ? idProblem(w) : null,
+    url: w.url ?? '',
+    state: webhookState(w),
+    is_active: w.is_active ?? null,
+    last_error: w.last_error,
+    secret_stored: w.id !== undefined && withSecret.has(storableText(w.id)),
+  };
+}
+
+/** A listed webhook's unusable id, named by its place in the list, as a refused list names it. */
+function idProblem(w: WebhookWithInexactId): string {
+  return `webhooks[${w.position}].id ${w.idProblem}`;
 }
 
 /** `review-mirror webhooks register|list|delete`. */
@@ -98,17 +126,18 @@ export function webhooksCommand(): Command {
         await withApiAndDb(ctx, async (api, db) => {
           const answered = await api.webhooks.list();
           const listed = (await knownSecrets(ctx, db)).scrubListed(answered);
-          await recordListedWebhooks(db.knex, db, listed);
+          const { named, inexact } = splitListed(listed);
+          await recordListedWebhooks(db.knex, db, named);
           const withSecret = await listWebhookIdsWithSecret(db.knex, db);
-          const rows: WebhookListing[] = listed.map((w) => ({
-            id: w.id,
-            url: w.url ?? '',
-            state: webhookState(w),
-            is_active: w.is_active ?? null,
-            last_error: w.last_error,
-            secret_stored: withSecret.has(storableText(w.id)),
-          }));
+          const rows = listed.map((w) => webhookListing(w, withSecret));
           print(ctx, opts.json ? `${JSON.stringify(rows, null, 2)}\n` : `${formatWebhooks(rows)}\n`);
+          for (const w of inexact) {
+            process.stderr.write(
+              ctx.scrubber.scrub(
+                `review-mirror: ${idProblem(w)}: this webhook${w.url === undefined ? '' : ` (${w.url})`} is ${INEXACT_ID_HANDLING}\n`,
+              ),
+            );
+          }
         });
       }),
     );

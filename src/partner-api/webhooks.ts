@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import type { HttpClient } from './http.js';
 import {
+  type ListedWebhook,
   REVIEW_CREATED_EVENT,
   type RegisteredWebhook,
   registerResponseSchema,
-  type Webhook,
   webhookListSchema,
 } from './webhooksSchema.js';
 
@@ -14,7 +14,8 @@ export interface WebhooksApi {
     input: { url: string; description?: string | undefined },
     signal?: AbortSignal,
   ): Promise<RegisteredWebhook>;
-  list(signal?: AbortSignal): Promise<Webhook[]>;
+  /** Every webhook of the company, in the platform's order; one whose id was read inexactly has none. */
+  list(signal?: AbortSignal): Promise<ListedWebhook[]>;
   /** Throws ApiRequestError when the platform refuses, with an error status or in a 2xx body. */
   delete(id: string, signal?: AbortSignal): Promise<void>;
 }

@@ -39,23 +39,18 @@ const events = z
   );
 
 /**
- * An id the platform sends as a JSON number, which the spec does not show (2.4 types it as text):
- * taken only when JSON.parse read it exactly. One past 2^53 is read as the nearest double
- * (9007199254740993 as 9007199254740992), and one with a fraction or an exponent may be written
- * back otherwise than sent: either would name another webhook or none, so matching or deleting by
- * it is never done. `whenRefused` says what becomes of the webhook.
+ * Why an id the platform sent as a JSON number, which the spec does not show (2.4 types it as
+ * text), may not be the one it sent, or undefined when JSON.parse read it exactly. One past 2^53
+ * is read as the nearest double (9007199254740993 as 9007199254740992), and one with a fraction or
+ * an exponent may be written back otherwise than sent: either would name another webhook or none,
+ * so matching, updating or deleting by it is never done.
  */
-const numericId = (whenRefused: string) =>
-  z.number().superRefine((value, ctx) => {
-    if (Number.isSafeInteger(value)) return;
-    const what = Number.isInteger(value)
-      ? `is a number past 2^53 (read as ${value}), which JSON cannot carry exactly`
-      : `is a number that is not a whole number (read as ${value}), which may be written back otherwise`;
-    ctx.addIssue({
-      code: 'custom',
-      message: `${what}: the id as read may name another webhook; ${whenRefused}`,
-    });
-  });
+function inexactId(value: number): string | undefined {
+  if (Number.isSafeInteger(value)) return undefined;
+  return Number.isInteger(value)
+    ? `is a number past 2^53 (read as ${value}), which JSON cannot carry exactly`
+    : `is a number that is not a whole number (read as ${value}), which may be written back otherwise`;
+}
 
 // Stored as the primary key: a registration whose id cannot be stored is deleted again
 // (src/webhooks/register.ts), so its answer takes any text and the bound is checked there. A
@@ -63,9 +58,14 @@ const numericId = (whenRefused: string) =>
 const anyId = z
   .union([
     z.string().min(1),
-    numericId(
-      'the webhook was registered, but its secret is not stored and it is not deleted again: delete it by hand (`review-mirror webhooks delete <its id as the platform shows it>`)',
-    ),
+    z.number().superRefine((value, ctx) => {
+      const what = inexactId(value);
+      if (what === undefined) return;
+      ctx.addIssue({
+        code: 'custom',
+        message: `${what}: the id as read may name another webhook; the webhook was registered, but its secret is not stored and it is not deleted again: delete it by hand (\`review-mirror webhooks delete <its id as the platform shows it>\`)`,
+      });
+    }),
   ])
   .transform(String);
 
@@ -78,22 +78,49 @@ const webhookFields = {
   last_error: lastError,
 };
 
-// An entry whose id cannot be used refuses the list, naming it (see webhookListSchema), as the
-// list's other invalid answers do: ensure must not plan on a list with webhooks missing. Were such
-// entries dropped instead, a platform whose ids are all 64-bit numbers (snowflakes) would list
-// none, and every health run would register our URL again, each registration refused in turn.
-export const webhookSchema = z.object({
-  id: z
-    .union([
-      indexedText,
-      numericId(
-        'no webhook of this list is matched or deleted until it is deleted by hand (`review-mirror webhooks delete <its id as the platform shows it>`)',
-      ),
-    ])
-    .transform(String),
-  ...webhookFields,
-});
-export type Webhook = z.infer<typeof webhookSchema>;
+// Any other id that cannot be used (none, empty, too long to index) refuses the list, naming it, as
+// the list's other invalid answers do: ensure must not plan on a list with webhooks missing.
+const webhookEntrySchema = z.object({ id: z.union([indexedText, z.number()]), ...webhookFields });
+type WebhookFields = Omit<z.infer<typeof webhookEntrySchema>, 'id'>;
+
+/** A listed webhook, named by its id. */
+export type Webhook = WebhookFields & { id: string };
+
+/**
+ * A listed webhook whose id JSON.parse may have altered (see inexactId): shown and counted, but
+ * never matched, recorded, updated or deleted, since its id as read may name another webhook. It
+ * is that entry's problem alone: the list's other webhooks are used as usual.
+ */
+export type WebhookWithInexactId = WebhookFields & {
+  readonly id?: undefined;
+  /** Its index in the platform's list (`webhooks[position]`): it has no other name here. */
+  readonly position: number;
+  /** How its id was read, and why that cannot name it. */
+  readonly idProblem: string;
+};
+
+export type ListedWebhook = Webhook | WebhookWithInexactId;
+
+/** The entries of a list that can be named by their id, and those that cannot. */
+export function splitListed<W extends ListedWebhook>(
+  listed: readonly W[],
+): { named: Array<Extract<W, Webhook>>; inexact: Array<Exclude<W, Webhook>> } {
+  const named: Array<Extract<W, Webhook>> = [];
+  const inexact: Array<Exclude<W, Webhook>> = [];
+  for (const w of listed) {
+    if (w.id === undefined) inexact.push(w as Exclude<W, Webhook>);
+    else named.push(w as Extract<W, Webhook>);
+  }
+  return { named, inexact };
+}
+
+function listedWebhook(
+  { id, ...fields }: z.infer<typeof webhookEntrySchema>,
+  position: number,
+): ListedWebhook {
+  const problem = typeof id === 'number' ? inexactId(id) : undefined;
+  return problem === undefined ? { ...fields, id: String(id) } : { ...fields, position, idProblem: problem };
+}
 
 // Only the id and the secret must be valid: the answer is the only time the secret is shown.
 export const registeredWebhookSchema = z.object({
@@ -123,8 +150,8 @@ export const webhookListSchema = z
         : v === undefined || v === null || (typeof v === 'object' && Object.keys(v).length === 0)
           ? { webhooks: null }
           : v,
-    z.object({ webhooks: z.array(webhookSchema).nullable() }),
+    z.object({ webhooks: z.array(webhookEntrySchema).nullable() }),
   )
-  .transform((v) => v.webhooks ?? []);
+  .transform((v): ListedWebhook[] => (v.webhooks ?? []).map(listedWebhook));
 
 export const REVIEW_CREATED_EVENT = 'review.created';

@@ -3,7 +3,8 @@ import { storableText } from '../db/storableText.js';
 import { addCount, type RunCounts } from '../jobs/runCounts.js';
 import type { Logger } from '../log.js';
 import type { PartnerApi } from '../partner-api/client.js';
-import type { Webhook } from '../partner-api/webhooksSchema.js';
+import { type ListedWebhook, splitListed } from '../partner-api/webhooksSchema.js';
+import { warnInexactIds } from './inexactIds.js';
 import type { SigningSecrets } from './secrets.js';
 import {
   listStoredWebhooks,
@@ -38,20 +39,23 @@ export interface HealthCheckDeps {
   readonly db: Db;
   readonly secrets: SigningSecrets;
   readonly log: Logger;
+  /** What was warned of about listed webhooks whose id cannot be named (see warnInexactIds). */
+  readonly warnedInexact?: Set<string>;
 }
 
 /** What one health check saw: the platform's list, its webhooks by state, and the miss rate. */
 export interface WebhookHealth {
-  readonly listed: Webhook[];
+  readonly listed: ListedWebhook[];
   readonly states: Record<WebhookState, number>;
   readonly miss: MissRate;
 }
 
 /**
  * The scheduled health poll: reads the platform's webhook list, records state and last_error of
- * each, refreshes the accepted secrets, and returns what it saw with the miss rate. It sets no
- * gauge: its run records what it saw (`countHealth`), and every replica's gauges read that from
- * the database (`MirrorGauges`), so none keeps a level that only it saw.
+ * each (but of those whose id cannot be named, which it warns of), refreshes the accepted secrets,
+ * and returns what it saw with the miss rate. It sets no gauge: its run records what it saw
+ * (`countHealth`), and every replica's gauges read that from the database (`MirrorGauges`), so
+ * none keeps a level that only it saw.
  */
 export async function checkWebhookHealth(
   deps: HealthCheckDeps,
@@ -62,8 +66,11 @@ export async function checkWebhookHealth(
   const answered = await deps.api.webhooks.list(signal);
   await deps.secrets.refresh(db);
   const listed = deps.secrets.scrubListed(answered);
-  await recordListedWebhooks(db.knex, db, listed);
-  for (const w of listed) {
+  // One whose id cannot be named is counted by state, but has no row to record or compare with.
+  const { named, inexact } = splitListed(listed);
+  warnInexactIds(log, inexact, deps.warnedInexact);
+  await recordListedWebhooks(db.knex, db, named);
+  for (const w of named) {
     if (w.last_error !== null && w.last_error !== before.get(storableText(w.id))) {
       // A dropped delivery: the poll will pick the review up, but the endpoint needs attention.
       log.warn({ webhookId: w.id, lastError: w.last_error }, 'platform recorded a webhook delivery failure');

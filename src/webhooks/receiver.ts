@@ -56,19 +56,21 @@ export async function startWebhookReceiver(deps: ReceiverDeps): Promise<WebhookR
 
   let registrationEnsured = config.webhook.publicUrl === undefined;
   const warnedUndeletable = new Set<string>();
+  const warnedInexact = new Set<string>();
   const healthJob = async (api: PartnerApi, counts: RunCounts, signal?: AbortSignal) => {
     if (!registrationEnsured && config.webhook.publicUrl !== undefined) {
       const haveConfiguredSecrets = config.webhook.secrets.length > 0;
-      const deps = { api, db, secrets, log, haveConfiguredSecrets, warnedUndeletable };
+      const deps = { api, db, secrets, log, haveConfiguredSecrets, warnedUndeletable, warnedInexact };
       const done = await ensureRegistration(deps, config.webhook.publicUrl, signal);
       if (done.register) addCount(counts, 'registered');
       addCount(counts, 'removed', done.remove.length - done.undeleted.length);
       if (done.undeleted.length > 0) addCount(counts, 'not_removed', done.undeleted.length);
       // A duplicate the platform did not delete is tried again at the next run: one list and one
-      // delete each time (ensure warns once per duplicate), and the health check below goes on.
-      registrationEnsured = done.undeleted.length === 0;
+      // delete each time (ensure warns once per duplicate), and the health check below goes on;
+      // so is a registration held back by a webhook whose id cannot be named (no `keep`).
+      registrationEnsured = done.undeleted.length === 0 && (done.register || done.keep !== undefined);
     }
-    countHealth(counts, await checkWebhookHealth({ api, db, secrets, log }, signal));
+    countHealth(counts, await checkWebhookHealth({ api, db, secrets, log, warnedInexact }, signal));
   };
   const inbox = new Inbox({ db, log, metrics, commitTimeoutMs: config.webhook.commitTimeoutMs });
   const tls = loadTls(config.webhook);

@@ -23,7 +23,7 @@ export interface WebhookServerOptions {
   readonly metrics?: Metrics;
   /** PEM certificate and key: the server terminates TLS itself when given them. */
   readonly tls?: { readonly cert: Buffer; readonly key: Buffer } | undefined;
-  /** Unix seconds; replaceable so tests can sign with a fixed clock. */
+  /** Unix seconds, read once per delivery as it arrives; replaceable so tests can fix the clock. */
   readonly nowSeconds?: () => number;
 }
 
@@ -100,6 +100,9 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
   });
 
   app.post(options.path, async (request, reply) => {
+    // The delivery's age is judged at its arrival (its body read), once: a reload of the secrets
+    // below may wait up to the commit timeout, which must not count against the tolerance.
+    const arrivedSeconds = nowSeconds();
     // No body at all is parsed as nothing: the empty body, which the signature then judges.
     const body = Buffer.isBuffer(request.body) ? request.body : EMPTY_BODY;
     const signed = {
@@ -109,7 +112,7 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
     };
     const verify = () =>
       verifyDelivery(signed, options.secrets(), {
-        nowSeconds: nowSeconds(),
+        nowSeconds: arrivedSeconds,
         toleranceSeconds: options.toleranceSeconds,
       });
     let verified = verify();
@@ -132,7 +135,7 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
       return reply.code(200).send({ status: 'ignored' });
     }
     if (!parsed.ok) return refuse(reply, 400, parsed.reason, { detail: parsed.detail });
-    const observedAt = new Date(Math.min(verified.timestamp * 1000, Date.now()));
+    const observedAt = new Date(Math.min(verified.timestamp, arrivedSeconds) * 1000);
     // The signed body says review.created, the unsigned header another type: which one it is
     // cannot be told, so it is neither stored nor acknowledged.
     if (eventHeader !== undefined && eventHeader !== REVIEW_CREATED) {

@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { registerResponseSchema, webhookListSchema } from '../../src/partner-api/webhooksSchema.js';
+import {
+  registerResponseSchema,
+  splitListed,
+  webhookListSchema,
+} from '../../src/partner-api/webhooksSchema.js';
 
 const URL = 'https://mirror.example.com/webhooks/review-created';
 const SECRET = 'whsec_schema_unsafe_id_1';
@@ -16,7 +20,8 @@ function refusal(result: {
 
 /**
  * The spec types a webhook's id as text (2.4); a platform sending a number is taken at its word
- * only when JSON.parse read it exactly, or the daemon would delete, or keep, another webhook.
+ * only when JSON.parse read it exactly, or the daemon would delete, or keep, another webhook. A
+ * listed one read inexactly is that entry's problem: it is kept without an id, the rest as usual.
  */
 describe('a webhook id sent as a JSON number', () => {
   const listOf = (ids: unknown[]) => ids.map((id) => ({ id, url: URL, events: ['review.created'] }));
@@ -27,28 +32,45 @@ describe('a webhook id sent as a JSON number', () => {
     expect(registerResponseSchema.parse({ webhook: { id: 42, signing_secret: SECRET } }).id).toBe('42');
   });
 
-  it('refuses the list when one is past 2^53, naming the entry and why', () => {
+  it('keeps an entry past 2^53 without an id, with its place and why, and the rest of the list as usual', () => {
     // As the HTTP client reads it: 9007199254740993 becomes 9007199254740992.
-    const body = JSON.parse(`{"webhooks":[{"id":"wh_1"},{"id":9007199254740993,"url":"${URL}"}]}`);
+    const body = JSON.parse(
+      `{"webhooks":[{"id":"wh_1","url":"${URL}"},{"id":9007199254740993,"url":"${URL}","is_active":false,"last_error":"HTTP 500"}]}`,
+    );
     expect(body.webhooks[1].id).toBe(9007199254740992);
-    const reason = refusal(webhookListSchema.safeParse(body));
-    expect(reason).toMatch(
-      /^webhooks\.1\.id: is a number past 2\^53 \(read as 9007199254740992\), which JSON cannot carry exactly: the id as read may name another webhook; no webhook of this list is matched or deleted until it is deleted by hand/,
-    );
-    expect(refusal(webhookListSchema.safeParse(body.webhooks))).toMatch(
-      /^webhooks\.1\.id: is a number past 2\^53/,
-    );
+    const listed = webhookListSchema.parse(body);
+    expect(listed).toEqual([
+      { id: 'wh_1', url: URL, events: [], last_error: null },
+      {
+        position: 1,
+        idProblem: 'is a number past 2^53 (read as 9007199254740992), which JSON cannot carry exactly',
+        url: URL,
+        events: [],
+        is_active: false,
+        last_error: 'HTTP 500',
+      },
+    ]);
+    // No id at all, not the one as read: nothing can name another webhook by it.
+    expect('id' in listed[1]!).toBe(false);
+    expect(splitListed(listed)).toEqual({ named: [listed[0]], inexact: [listed[1]] });
+    expect(webhookListSchema.parse(body.webhooks)).toEqual(listed);
   });
 
-  it('refuses the list for any number JSON may not have read exactly', () => {
+  it('keeps without an id every number JSON may not have read exactly', () => {
     for (const id of [2 ** 53, -(2 ** 53), 1e21, 1.5, Number.MAX_VALUE]) {
-      expect(refusal(webhookListSchema.safeParse(listOf(['wh_1', id])))).toMatch(
-        /^webhooks\.1\.id: is a number /,
-      );
+      const listed = webhookListSchema.parse(listOf(['wh_1', id]));
+      expect(listed.map((w) => w.id)).toEqual(['wh_1', undefined]);
+      expect(listed[1]).toMatchObject({ position: 1, idProblem: expect.stringMatching(/^is a number /) });
     }
-    expect(refusal(webhookListSchema.safeParse(listOf([1.5])))).toMatch(
-      /^webhooks\.0\.id: is a number that is not a whole number \(read as 1\.5\)/,
-    );
+    expect(webhookListSchema.parse(listOf([1.5]))[0]).toMatchObject({
+      position: 0,
+      idProblem: expect.stringMatching(/^is a number that is not a whole number \(read as 1\.5\)/),
+    });
+  });
+
+  it('still refuses the list for an id that is no number and no indexable text', () => {
+    expect(refusal(webhookListSchema.safeParse(listOf(['wh_1', ''])))).toMatch(/^webhooks\.1\.id: /);
+    expect(refusal(webhookListSchema.safeParse([{ url: URL }]))).toMatch(/^webhooks\.0\.id: /);
   });
 
   it('refuses a registration answer past 2^53, in either shape, without its secret', () => {

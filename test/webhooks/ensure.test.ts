@@ -41,6 +41,31 @@ describe('planEnsure', () => {
       remove: ['w1', 'w2'],
     });
   });
+
+  it('neither keeps nor removes a webhook whose id cannot be named, and registers nothing beside it', () => {
+    const listed = [hook('w1', URL_A, '2026-01-01T00:00:00Z'), hook('w2', URL_A, '2026-01-02T00:00:00Z')];
+    const inexactAtUrl = [{ url: 'https://other/x' }, { url: URL_A.replace('mirror', 'MIRROR') }];
+    // Ours is kept and duplicates removed as usual.
+    expect(planEnsure(listed, URL_A, new Set(['w2']), false, inexactAtUrl)).toEqual({
+      keep: 'w2',
+      register: false,
+      remove: ['w1'],
+    });
+    // None is ours: the one that cannot be named may be, so nothing is registered or removed.
+    expect(planEnsure(listed, URL_A, new Set(), false, inexactAtUrl)).toEqual({
+      keep: undefined,
+      register: false,
+      remove: [],
+    });
+    // At another URL, or showing none, it holds nothing back.
+    expect(planEnsure([], URL_A, new Set(), false, [{ url: 'https://other/x' }, { url: undefined }])).toEqual(
+      {
+        keep: undefined,
+        register: true,
+        remove: [],
+      },
+    );
+  });
 });
 
 describe('webhookState', () => {

@@ -1,16 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { SecretScrubber } from '../../src/log.js';
+import { makeLogger, SecretScrubber } from '../../src/log.js';
 import { ApiSchemaError } from '../../src/partner-api/errors.js';
 import { ensureRegistration } from '../../src/webhooks/ensure.js';
 import { checkWebhookHealth } from '../../src/webhooks/health.js';
 import { SigningSecrets } from '../../src/webhooks/secrets.js';
-import { saveRegistration } from '../../src/webhooks/webhooksSql.js';
+import { recordListedWebhooks, saveRegistration } from '../../src/webhooks/webhooksSql.js';
 import type { FakeAnswer } from '../helpers/fakePlatform.js';
 import { quietLog } from '../helpers/log.js';
 import { fakePlatformFixture } from '../pull/helpers.js';
 import { notDeletedLog } from './helpers.js';
 
 const URL = 'https://mirror.example.com/webhooks/review-created';
+const OTHER_URL = 'https://other.example.com/hook';
 const SECRET = 'whsec_unsafe_id_ours_1';
 const NEW_SECRET = 'whsec_unsafe_id_registered_1';
 const UNSAFE = '9007199254740993';
@@ -26,9 +27,22 @@ const failure = (run: Promise<unknown>) =>
 const hookText = (id: string, createdAt: string) =>
   `{"id":${id},"url":${JSON.stringify(URL)},"events":["review.created"],"created_at":"${createdAt}"}`;
 
+/** A logger at debug whose lines the test reads (its scrubber knows no secret). */
+function readLog() {
+  const lines: Array<Record<string, unknown> & { level: string; msg: string }> = [];
+  const destination = { write: (line: string) => lines.push(JSON.parse(line)) };
+  const log = makeLogger({
+    level: 'debug',
+    scrubber: new SecretScrubber(),
+    destination: destination as unknown as NodeJS.WritableStream,
+  });
+  return { log, lines };
+}
+
 /**
  * The platform answers, over HTTP, with a webhook id past 2^53 written as a JSON number: the
- * client's JSON.parse alters it, so the daemon must neither delete nor keep a webhook by it.
+ * client's JSON.parse alters it, so the daemon must neither delete nor keep a webhook by it. That
+ * is the entry's problem alone: the list's other webhooks are handled as usual.
  */
 describe('ensure and the health poll with a numeric webhook id past 2^53', () => {
   let listText = '';
@@ -42,40 +56,67 @@ describe('ensure and the health poll with a numeric webhook id past 2^53', () =>
     return { status: 204, body: '' };
   });
   const stored = () => fx.db.knex(fx.db.table('webhooks')).orderBy('id').select('id', 'deleted_at');
-  const deps = (secrets: SigningSecrets) => ({
+  const deps = (secrets: SigningSecrets, log = quietLog, warnedInexact?: Set<string>) => ({
     api: fx.api,
     db: fx.db,
     secrets,
-    log: quietLog,
+    log,
     haveConfiguredSecrets: false,
+    warnedInexact,
   });
 
-  it('refuses the list naming the entry, and deletes or registers nothing', async () => {
+  it('keeps ours and handles the other webhooks as usual, never naming that one; warns of it once', async () => {
     await saveRegistration(fx.db.knex, fx.db, {
       id: 'wh_ours',
       url: URL,
       created_at: '2026-01-02T00:00:00Z',
       signing_secret: SECRET,
     });
-    // A duplicate of our URL: ensure would delete it, by the id as read.
-    listText = `{"webhooks":[${hookText(UNSAFE, '2026-01-01T00:00:00Z')},${hookText('"wh_ours"', '2026-01-02T00:00:00Z')}]}`;
+    // Another webhook whose id is what JSON.parse makes of UNSAFE: its row must stay as it is.
+    await recordListedWebhooks(fx.db.knex, fx.db, [{ id: ALTERED, url: OTHER_URL, is_active: true }]);
+    const leaked = 'whsec_listed_by_mistake_1';
+    // A duplicate of our URL, inactive and failing, shown with a secret it should not show:
+    // ensure would delete it, by the id as read.
+    const unsafeEntry = `{"id":${UNSAFE},"url":${JSON.stringify(URL)},"events":["review.created"],"created_at":"2026-01-01T00:00:00Z","is_active":false,"last_error":"HTTP 500","signing_secret":"${leaked}"}`;
+    listText = `{"webhooks":[${unsafeEntry},${hookText('"wh_ours"', '2026-01-02T00:00:00Z')},${hookText('"wh_dup"', '2026-01-03T00:00:00Z')}]}`;
     requests.length = 0;
     const secrets = new SigningSecrets([], new SecretScrubber());
-    const error = await failure(ensureRegistration(deps(secrets), URL));
-    expect(error).toBeInstanceOf(ApiSchemaError);
-    expect((error as ApiSchemaError).field).toBe('webhooks[0].id');
-    expect((error as Error).message).toMatch(
-      new RegExp(
-        `^GET /webhook returned an invalid body: webhooks\\[0\\]\\.id: is a number past 2\\^53 \\(read as ${ALTERED}\\)`,
-      ),
-    );
-    expect(requests).toEqual(['GET']);
-    expect(await stored()).toEqual([{ id: 'wh_ours', deleted_at: null }]);
+    const { log, lines } = readLog();
+    const warned = new Set<string>();
+    expect(await ensureRegistration(deps(secrets, log, warned), URL)).toEqual({
+      keep: 'wh_ours',
+      register: false,
+      remove: ['wh_dup'],
+      undeleted: [],
+    });
+    expect(requests).toEqual(['GET', 'DELETE wh_dup']);
+
+    const health = await checkWebhookHealth({ api: fx.api, db: fx.db, secrets, log, warnedInexact: warned });
+    expect(health.listed.map((w) => w.id)).toEqual([undefined, 'wh_ours', 'wh_dup']);
+    expect(health.states).toEqual({ active: 2, inactive: 1, failing: 0 });
+    expect(requests).toEqual(['GET', 'DELETE wh_dup', 'GET']);
+    expect(await stored()).toEqual([
+      { id: ALTERED, deleted_at: null },
+      { id: 'wh_dup', deleted_at: expect.any(Date) },
+      { id: 'wh_ours', deleted_at: null },
+    ]);
+    const altered = await fx.db.knex(fx.db.table('webhooks')).where({ id: ALTERED }).first();
+    expect(altered).toMatchObject({ url: OTHER_URL, is_active: true, last_error: null });
     expect(await secrets.refresh(fx.db)).toEqual([SECRET]);
 
-    const health = await failure(checkWebhookHealth({ api: fx.api, db: fx.db, secrets, log: quietLog }));
-    expect((health as ApiSchemaError).field).toBe('webhooks[0].id');
-    expect(await stored()).toEqual([{ id: 'wh_ours', deleted_at: null }]);
+    // Warned of by ensure, then at debug by the health poll: by its place in the list and its URL.
+    const about = lines.filter((l) => l.listPosition !== undefined);
+    expect(about.map((l) => l.level)).toEqual(['warn', 'debug']);
+    expect(about[0]).toMatchObject({
+      listPosition: 0,
+      url: URL,
+      idProblem: `is a number past 2^53 (read as ${ALTERED}), which JSON cannot carry exactly`,
+      msg: expect.stringMatching(
+        /^listed webhook whose id cannot be named exactly: never matched, recorded or deleted/,
+      ),
+    });
+    expect(JSON.stringify(lines)).not.toContain(leaked);
+    expect(JSON.stringify(lines)).not.toContain(UNSAFE);
   });
 
   it('still takes a list with a numeric id JSON reads exactly', async () => {
@@ -89,6 +130,30 @@ describe('ensure and the health poll with a numeric webhook id past 2^53', () =>
       undeleted: [],
     });
     expect(requests).toEqual(['GET', 'DELETE 9007199254740991']);
+  });
+
+  it('holds back registering our URL while such a webhook has it, and registers once it is gone', async () => {
+    await fx.db.knex(fx.db.table('webhooks')).delete();
+    registerText = `{"webhook":{"id":"wh_new","url":${JSON.stringify(URL)},"signing_secret":"${NEW_SECRET}"}}`;
+    // Perhaps one we registered, whose answer had such an id: another would be as unusable.
+    listText = `[${hookText(UNSAFE, '2026-01-01T00:00:00Z')}]`;
+    requests.length = 0;
+    const secrets = new SigningSecrets([], new SecretScrubber());
+    const { log, lines } = readLog();
+    const warned = new Set<string>();
+    const held = { keep: undefined, register: false, remove: [], undeleted: [] };
+    expect(await ensureRegistration(deps(secrets, log, warned), URL)).toEqual(held);
+    expect(await ensureRegistration(deps(secrets, log, warned), URL)).toEqual(held);
+    expect(requests).toEqual(['GET', 'GET']);
+    const notRegistered = lines.filter((l) => l.msg.startsWith('WEBHOOK_PUBLIC_URL not registered'));
+    expect(notRegistered.map((l) => l.level)).toEqual(['warn', 'debug']);
+
+    // At another URL it holds nothing back.
+    listText = `[${hookText(UNSAFE, '2026-01-01T00:00:00Z').replace(URL, OTHER_URL)}]`;
+    requests.length = 0;
+    expect(await ensureRegistration(deps(secrets), URL)).toMatchObject({ register: true, remove: [] });
+    expect(requests).toEqual(['GET', 'POST']);
+    expect(await secrets.refresh(fx.db)).toEqual([NEW_SECRET]);
   });
 
   it('refuses a registration answered with such an id: nothing stored or deleted, no secret in the error', async () => {

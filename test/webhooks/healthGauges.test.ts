@@ -77,7 +77,7 @@ describe('webhook gauges read from the last successful health run', () => {
     expect(await read()).toEqual({ states: { active: 1, inactive: 0, failing: 1 }, ratio: 1 });
     // A rolling upgrade: an older replica checked last and recorded only what it listed.
     await recordRun('2030-01-01T14:05:00Z', { listed: 1 });
-    expect(await read()).toEqual({ states: {}, ratio: 0 });
+    expect(await read()).toEqual({ states: {}, ratio: undefined });
     // This version checks again: its values are back.
     await recordRun('2030-01-01T14:10:00Z', seen(0, 1, 1));
     expect(await read()).toEqual({ states: { active: 1, inactive: 0, failing: 0 }, ratio: 0.5 });
