@@ -23,6 +23,12 @@ function reportLines(
   );
 }
 
+/** A page of a directory listing with nothing on it (spec 4.4, 4.5). */
+const emptyListing = (key: 'locations' | 'professionals') => ({
+  status: 200,
+  body: { [key]: [], pagination: { count: 0, has_more: false, next_cursor: null } },
+});
+
 const office = (i: number) => ({
   name: `Office ${i}`,
   ...(i % 2 === 0 ? { slug: `office-${i}` } : {}),
@@ -221,8 +227,11 @@ describe('provisioning locations and professionals', () => {
     timeout: 60_000,
   }, async () => {
     const file = await write('stopped.yaml', {
+      // Named apart from the first test's offices: a location of the same name and address under
+      // another slug is taken for the row's own, made earlier under another slug, and not created.
       locations: [office(0), office(1)].map((o) => ({
         ...o,
+        name: `${o.name} Stop`,
         slug: `${o.name.toLowerCase().replace(' ', '-')}-stop`,
       })),
       professionals: Array.from({ length: 12 }, (_, i) => ({
@@ -293,6 +302,7 @@ describe('provisioning locations and professionals', () => {
     let reads = 0;
     const platform = await startFakePlatform((req) => {
       if (req.method === 'POST') return { status: 500, body: { error: 'Internal server error' } };
+      if (req.path === '/locations') return emptyListing('locations');
       reads++;
       return reads === 1
         ? { status: 404, body: { error: 'Not found' } }
@@ -320,9 +330,12 @@ describe('provisioning locations and professionals', () => {
   it('reports a create refused with no error text by what the platform answered', {
     timeout: 60_000,
   }, async () => {
-    const platform = await startFakePlatform((req) =>
-      req.method === 'POST' ? { status: 405, body: '' } : { status: 404, body: { error: 'Not found' } },
-    );
+    const platform = await startFakePlatform((req) => {
+      if (req.method === 'POST') return { status: 405, body: '' };
+      return req.path === '/locations'
+        ? emptyListing('locations')
+        : { status: 404, body: { error: 'Not found' } };
+    });
     try {
       const file = await write('bare405.yaml', { locations: [{ name: 'Bare Office', slug: 'bare-office' }] });
       const result = await runCli(

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describeError } from '../../errors.js';
-import { ApiAuthError, ApiRequestError } from '../../partner-api/errors.js';
+import { ApiAuthError, ApiRequestError, ApiUnavailableError } from '../../partner-api/errors.js';
 import { NO_ERROR_TEXT } from '../../partner-api/http.js';
 import { nextRetryDelayMs, type RetryPolicy } from '../../partner-api/retryPolicy.js';
 
@@ -49,51 +49,60 @@ export async function readIfExists<T>(read: () => Promise<T>): Promise<T | undef
 }
 
 /**
- * Creates a record once, by its slug. A POST whose answer was lost (a timeout, a 5xx, a body cut
- * short) is never sent blindly again: the slug is read back first, and only a record not found
- * is asked for again, after the client's backoff and within its retry count and time budget. The
- * platform keeps slugs (and professionals' emails) unique, so a request that landed late is
- * refused, not doubled; a refusal that follows a lost answer is checked against the slug once
- * more, since it may be our own earlier request.
+ * Where a create whose answer was lost may have left its record, and whether it may be sent again.
+ */
+export interface LandedLookup<T> {
+  /**
+   * The record the lost create made, or undefined when none is found: by the slug sent, then among
+   * the records listed since, by the other fields sent (the platform may give it another slug).
+   * Throws when it cannot tell (a read failing, several records matching).
+   */
+  readonly find: () => Promise<T | undefined>;
+  /**
+   * The platform refuses a second create of the same record (a professional's email: 409, spec
+   * 4.5), so one found nowhere may be sent again: had the first landed, the second is refused, not
+   * doubled. Without such a rule (locations), it is not sent again.
+   */
+  readonly duplicateRefused: boolean;
+}
+
+/**
+ * Creates a record once. A POST whose answer was lost (a timeout, a 5xx, a body cut short) is never
+ * sent blindly again: the record is looked for first (`lookup.find`), and a record found is the
+ * one created. One found nowhere is sent again only when the platform would refuse a duplicate,
+ * after the client's backoff and within its retry count and time budget; a refusal that follows a
+ * lost answer is looked up once more, since it may be our own earlier request. A create that
+ * surely never reached the platform (no connection, 429) is simply retried.
  */
 export async function createOnce<T>(
   create: () => Promise<T>,
-  readBack: () => Promise<T | undefined>,
+  lookup: LandedLookup<T>,
   options: CreateOnceOptions,
 ): Promise<CreateOutcome<T>> {
   const startedAt = performance.now();
-  let uncertain: unknown;
+  // The last failure after which the record may exist: then it is looked for before anything else.
+  let lost: unknown;
   for (let retries = 0; ; retries++) {
+    let failure: unknown;
     try {
       return { record: await create(), created: true };
     } catch (error) {
       if (options.signal?.aborted) throw error;
-      if (error instanceof ApiAuthError) throw refusedAfter(uncertain, error);
-      if (error instanceof ApiRequestError) {
-        if (uncertain !== undefined) {
-          const landed = await readBack().catch((readError: unknown) => {
-            throw readError instanceof ApiAuthError ? refusedAfter(uncertain, readError) : readError;
-          });
-          if (landed !== undefined) return { record: landed, created: true };
-        }
-        // The platform's own words; with none (an empty 405), what it answered to what.
+      if (error instanceof ApiAuthError) throw refusedAfter(lost, error);
+      if (error instanceof ApiRequestError) return refusal(error, lost, lookup, options.signal);
+      failure = error;
+      if (mayHaveLanded(error)) lost = error;
+    }
+    if (lost !== undefined) {
+      const search = await lookFor(lookup, lost, options.signal);
+      if ('error' in search) return search;
+      if (search.landed !== undefined) return { record: search.landed, created: true };
+      if (!lookup.duplicateRefused) {
         return {
-          error: error.platformError === NO_ERROR_TEXT ? error.message : error.platformError,
-          status: error.status,
+          error: `the create's answer was lost (${describeError(lost)}), and no record with its slug or with the fields sent is found: not sent again, since it may still appear. Check the account, then run again: it is created if still missing`,
         };
       }
-      uncertain = error;
     }
-    let landed: T | undefined;
-    try {
-      landed = await readBack();
-    } catch (error) {
-      if (error instanceof ApiAuthError) throw refusedAfter(uncertain, error);
-      return {
-        error: `the create's answer was lost (${describeError(uncertain)}) and reading its slug back failed too (${describeError(error)}); not sent again: the next run finds it if it was created`,
-      };
-    }
-    if (landed !== undefined) return { record: landed, created: true };
     const delayMs = nextRetryDelayMs(
       { retriesSoFar: retries, elapsedMs: performance.now() - startedAt, retryAfterMs: undefined },
       options.retry,
@@ -102,11 +111,59 @@ export async function createOnce<T>(
     if (delayMs === undefined) {
       const attempts = retries + 1;
       return {
-        error: `not created after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${describeError(uncertain)}`,
+        error: `not created after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${describeError(failure)}`,
       };
     }
     await sleep(delayMs, undefined, { signal: options.signal });
   }
+}
+
+/**
+ * The platform refused the create. After a lost answer the refusal may be of our own record (a
+ * professional's email taken by it): looked up once more, and reported as such if not found.
+ */
+async function refusal<T>(
+  error: ApiRequestError,
+  lost: unknown,
+  lookup: LandedLookup<T>,
+  signal: AbortSignal | undefined,
+): Promise<CreateOutcome<T>> {
+  // The platform's own words; with none (an empty 405), what it answered to what.
+  const text = error.platformError === NO_ERROR_TEXT ? error.message : error.platformError;
+  if (lost === undefined) return { error: text, status: error.status };
+  const search = await lookFor(lookup, lost, signal);
+  if ('error' in search) return search;
+  if (search.landed !== undefined) return { record: search.landed, created: true };
+  return {
+    error: `${text}, after an earlier create's answer was lost (${describeError(lost)}): that create may have made it, under a slug not found; not sent again`,
+    status: error.status,
+  };
+}
+
+/**
+ * Looks for the record of a create whose answer was `lost`: found or not, or why nobody can tell.
+ * A refused key ends the run, as a shutdown does; the record then stays interrupted, not failed.
+ */
+async function lookFor<T>(
+  lookup: LandedLookup<T>,
+  lost: unknown,
+  signal: AbortSignal | undefined,
+): Promise<{ readonly landed: T | undefined } | { readonly error: string }> {
+  try {
+    return { landed: await lookup.find() };
+  } catch (error) {
+    if (signal?.aborted) throw error;
+    if (error instanceof ApiAuthError) throw refusedAfter(lost, error);
+    return {
+      error: `the create's answer was lost (${describeError(lost)}) and looking for its record failed (${describeError(error)}); not sent again: the next run finds it if it was created`,
+    };
+  }
+}
+
+/** Whether the platform may have acted on a create that failed so: all but one never sent, or a 429. */
+function mayHaveLanded(error: unknown): boolean {
+  if (!(error instanceof ApiUnavailableError)) return true;
+  return error.outcomeUnknown || (error.status !== undefined && error.status !== 429);
 }
 
 /** A refused key: the record's own request was refused, unless an earlier create of it was lost. */

@@ -7,11 +7,13 @@ import { upsertLocations, upsertProfessionals } from '../../mirror/directorySql.
 import type { PartnerApi } from '../../partner-api/client.js';
 import { ApiAuthError } from '../../partner-api/errors.js';
 import type { Location } from '../../partner-api/locationsSchema.js';
-import type { Professional } from '../../partner-api/professionalsSchema.js';
+import type { Professional, ProfessionalListItem } from '../../partner-api/professionalsSchema.js';
 import type { RetryPolicy } from '../../partner-api/retryPolicy.js';
 import { mapBounded } from '../../pull/mapBounded.js';
 import { CreateUncertainError, createOnce, readIfExists } from './createOnce.js';
+import { makeLandedLookups } from './landedLookups.js';
 import type { LocationSpec, ProfessionalSpec, ProvisionPlan } from './provisionFile.js';
+import { sameText } from './sameRecord.js';
 
 /**
  * created/existed/failed, or in a dry run: would-create/exists. A run cut short (a signal, the
@@ -37,7 +39,8 @@ export interface ProvisionResult {
   /** Its position in its list of the file. */
   readonly index: number;
   readonly record: string;
-  readonly slug: string | null;
+  /** The file's slug, or once found or created, the platform's (which may differ). */
+  slug: string | null;
   outcome: ProvisionOutcome;
   id: string | null;
   survey_url: string | null;
@@ -69,9 +72,11 @@ type Found = { kind: 'location'; record: Location } | { kind: 'professional'; re
  * Creates the file's locations, then its professionals, each once: a record whose slug already
  * exists on the platform (read by that slug; the mirror is only a cache) is left alone, unless it
  * is a location found by a slug derived from its name and named otherwise: another location, so
- * the row fails. A refused record (409, 422, an unknown location) is reported with its reason and
- * the rest go on. Then waits, bounded, for every record's default_survey_url, stores what it read
- * in the mirror's tables, and returns one result per record of the file.
+ * the row fails. The platform may not keep the slug sent, so a location whose slug is not found but
+ * whose name and address are on the platform is not created again (see `landedLookups`). A refused
+ * record (409, 422, an unknown location) is reported with its reason and the rest go on. Then
+ * waits, bounded, for every record's default_survey_url, stores what it read in the mirror's
+ * tables, and returns one result per record of the file.
  */
 export async function provision(
   deps: ProvisionDeps,
@@ -89,6 +94,17 @@ export async function provision(
     resultFor.set(spec, result);
   }
   const found = new Map<ProvisionResult, Found>();
+  const claimed = new Set<string>();
+  const lookups = makeLandedLookups(api, plan, (id) => claimed.has(id), signal);
+  /** A record of the platform is this row's: found (`existed`, or `exists` in a dry run) or created. */
+  const settleFound = (result: ProvisionResult, record: Found, outcome?: 'created') => {
+    result.outcome = outcome ?? (options.dryRun ? 'exists' : 'existed');
+    result.slug = record.record.slug;
+    result.id = String(record.record.id);
+    result.survey_url = record.record.default_survey_url;
+    found.set(result, record);
+    claimed.add(result.id);
+  };
 
   const locationIds = new Map<string, number | undefined>();
   const failedLocations = new Map<string, string>();
@@ -97,27 +113,32 @@ export async function provision(
     options.concurrency,
     perRecord(signal, resultFor, async (spec, result) => {
       const existing = await readIfExists(() => api.locations.get(spec.body.slug, signal));
-      if (existing !== undefined && spec.derivedSlug && !sameName(existing.name, spec.body.name)) {
+      if (existing !== undefined && spec.derivedSlug && !sameText(existing.name, spec.body.name)) {
         // Different names can derive one slug (a non-Latin name becomes `location`; a long one is
         // cut at 60 characters): reporting the other location would hand out its survey URL.
         fail(result, `slug ${spec.body.slug} belongs to location '${existing.name}'; give this row a slug`);
-      } else if (existing !== undefined) {
-        settle(result, options.dryRun ? 'exists' : 'existed', existing);
-        found.set(result, { kind: 'location', record: existing });
-      } else if (options.dryRun) {
-        result.outcome = 'would-create';
-      } else {
-        const outcome = await createOnce(
-          () => api.locations.create(spec.body, signal),
-          () => readIfExists(() => api.locations.get(spec.body.slug, signal)),
-          { retry: options.retry, signal },
-        );
-        if ('error' in outcome) fail(result, outcome.error);
-        else {
-          settle(result, 'created', outcome.record);
-          found.set(result, { kind: 'location', record: outcome.record });
-        }
+        return;
       }
+      if (existing !== undefined) return settleFound(result, { kind: 'location', record: existing });
+      // The platform may have given an earlier create of this row another slug (it does not say it
+      // keeps the one sent): a location with the row's name and address is not made a second time.
+      const alike = await lookups.locationsLike(spec);
+      const [only] = alike;
+      if (only !== undefined && alike.length === 1 && spec.derivedSlug) {
+        return settleFound(result, { kind: 'location', record: only });
+      }
+      if (only !== undefined) return fail(result, alikeError(spec, alike));
+      if (options.dryRun) {
+        result.outcome = 'would-create';
+        return;
+      }
+      const outcome = await createOnce(
+        () => api.locations.create(spec.body, signal),
+        await lookups.location(spec),
+        { retry: options.retry, signal },
+      );
+      if ('error' in outcome) return fail(result, outcome.error);
+      settleFound(result, { kind: 'location', record: outcome.record }, 'created');
     }),
   );
   for (const [i, result] of locationResults.entries()) {
@@ -143,11 +164,7 @@ export async function provision(
     options.concurrency,
     perRecord(signal, resultFor, async (spec, result) => {
       const existing = await readIfExists(() => api.professionals.get(spec.body.slug, signal));
-      if (existing !== undefined) {
-        settle(result, options.dryRun ? 'exists' : 'existed', existing);
-        found.set(result, { kind: 'professional', record: existing });
-        return;
-      }
+      if (existing !== undefined) return settleFound(result, { kind: 'professional', record: existing });
       // Only a professional still to create needs its location to exist.
       const location = spec.location === undefined ? { id: undefined } : await locationOf(spec.location);
       if ('error' in location) return fail(result, location.error);
@@ -157,12 +174,15 @@ export async function provision(
       }
       const outcome = await createOnce(
         () => api.professionals.create({ ...spec.body, location_id: location.id }, signal),
-        () => readIfExists(() => api.professionals.get(spec.body.slug, signal)),
+        await lookups.professional(spec),
         { retry: options.retry, signal },
       );
-      if ('error' in outcome) return fail(result, outcome.error);
-      settle(result, 'created', outcome.record);
-      found.set(result, { kind: 'professional', record: outcome.record });
+      if (!('error' in outcome))
+        return settleFound(result, { kind: 'professional', record: outcome.record }, 'created');
+      // The email taken (409): perhaps by this row's own record, made by an earlier run under a
+      // slug other than the one sent. Only the operator can tell: the email is never returned.
+      const namesakes = outcome.status === 409 ? await lookups.namesakes(spec) : [];
+      fail(result, namesakes.length === 0 ? outcome.error : `${outcome.error}; ${namesakesHint(namesakes)}`);
     }),
   );
 
@@ -251,15 +271,16 @@ function perRecord<S extends LocationSpec | ProfessionalSpec>(
   };
 }
 
-function settle(result: ProvisionResult, outcome: ProvisionOutcome, record: Location | Professional): void {
-  result.outcome = outcome;
-  result.id = String(record.id);
-  result.survey_url = record.default_survey_url;
+/** Why a location whose slug is not found is not created: one like it may be the row's own. */
+function alikeError(spec: LocationSpec, alike: readonly Location[]): string {
+  const which = alike.map((l) => `'${l.name}' (slug ${l.slug}, id ${l.id})`).join(', ');
+  return `slug ${spec.body.slug} is not on the platform, but location ${which} ${alike.length === 1 ? 'has' : 'have'} this row's name and address: not created, since it may be this row's, made under another slug. Give this row the slug of the one to use, or another name or address for a new location`;
 }
 
-/** The same display name, however it was typed (composed or decomposed accents, outer spaces). */
-function sameName(a: string, b: string): boolean {
-  return a.normalize('NFC').trim() === b.normalize('NFC').trim();
+/** Professionals of the company who may be the one whose email is taken. */
+function namesakesHint(namesakes: readonly ProfessionalListItem[]): string {
+  const slugs = namesakes.map((p) => p.slug).join(', ');
+  return `a professional of this name is on the platform (slug ${slugs}): if this row's, give it that slug`;
 }
 
 function fail(result: ProvisionResult, error: string): void {
