@@ -1,63 +1,16 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import { SecretScrubber } from '../../src/log.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
 import { OutboxSender } from '../../src/push/events/outboxSender.js';
-import { enqueueEvents } from '../../src/push/events/outboxSql.js';
+import { enqueueEvents, resolveEvent } from '../../src/push/events/outboxSql.js';
 import type { UnknownOutcomePolicy } from '../../src/push/events/sendPolicy.js';
 import { freshDb } from '../helpers/db.js';
 import { quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { testApi } from '../pull/helpers.js';
 import { newEvent } from './helpers.js';
-
-/**
- * A gateway in front of the sandbox: it forwards every request, and answers the next `badGateways`
- * POSTs of events with an HTML 502 once the platform has answered them (as a proxy whose upstream
- * connection broke while the answer came back does): the platform has acted on those.
- */
-async function startGateway(upstream: string) {
-  const gateway = { badGateways: 0, forwarded: 0 };
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', async () => {
-      const headers: Record<string, string> = {};
-      for (const name of ['x-api-key', 'content-type', 'accept']) {
-        const value = req.headers[name];
-        if (typeof value === 'string') headers[name] = value;
-      }
-      const answer = await fetch(upstream + req.url, {
-        method: req.method,
-        headers,
-        body: req.method === 'GET' ? undefined : Buffer.concat(chunks),
-      });
-      const body = Buffer.from(await answer.arrayBuffer());
-      gateway.forwarded++;
-      if (req.method === 'POST' && req.url?.endsWith('/events') && gateway.badGateways > 0) {
-        gateway.badGateways--;
-        res.writeHead(502, { 'content-type': 'text/html' });
-        res.end(
-          '<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>',
-        );
-        return;
-      }
-      res.writeHead(answer.status, {
-        'content-type': answer.headers.get('content-type') ?? 'application/json',
-      });
-      res.end(body);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    gateway,
-    url,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
+import { startOutboxGateway } from './outboxGateway.js';
 
 /**
  * Unknown outcomes and outages over the real client, real HTTP and the real database: an answer
@@ -68,11 +21,11 @@ async function startGateway(upstream: string) {
 describe('outbox unknown outcomes and outages', () => {
   let sandbox: TestSandbox;
   let db: Db;
-  let gateway: Awaited<ReturnType<typeof startGateway>>;
+  let gateway: Awaited<ReturnType<typeof startOutboxGateway>>;
   const apis: PartnerApi[] = [];
   beforeAll(async () => {
     sandbox = await testSandbox({ seed: 47 });
-    gateway = await startGateway(sandbox.url);
+    gateway = await startOutboxGateway(sandbox.url);
     db = await freshDb();
   });
   afterAll(async () => {
@@ -134,6 +87,35 @@ describe('outbox unknown outcomes and outages', () => {
     expect(await row('gw-retry')).toMatchObject({ state: 'sent', possible_duplicate: true, attempts: 2 });
   });
 
+  it('a 502 after an outage of 503s longer than EVENTS_MAX_ATTEMPTS: still sent once more, flagged, not failed (retry)', async () => {
+    await enqueueEvents(db.knex, db, [newEvent('gw-after-outage')]);
+    // Six attempts the platform never saw (twice EVENTS_MAX_ATTEMPTS), then the first that reaches
+    // it, whose answer a gateway loses.
+    gateway.gateway.unavailable = 6;
+    gateway.gateway.badGateways = 1;
+    const counts = await drainAll(sender('retry', { url: gateway.url, maxAttempts: 3 }));
+    expect(gateway.gateway).toMatchObject({ unavailable: 0, badGateways: 0 });
+    expect(counts).toMatchObject({ sent: 1, retried: 7, failed: 0, parked: 0, possibleDuplicates: 1 });
+    expect(await received('gw-after-outage')).toBe(2);
+    expect(await row('gw-after-outage')).toMatchObject({
+      state: 'sent',
+      possible_duplicate: true,
+      attempts: 8,
+    });
+  });
+
+  it('a 502 after such an outage, and a 502 again: parked, the platform holding it twice, not three times (retry)', async () => {
+    await enqueueEvents(db.knex, db, [newEvent('gw-after-outage-twice')]);
+    gateway.gateway.unavailable = 6;
+    gateway.gateway.badGateways = 2;
+    const counts = await drainAll(sender('retry', { url: gateway.url, maxAttempts: 3 }));
+    expect(counts).toMatchObject({ sent: 0, retried: 7, failed: 0, parked: 1, possibleDuplicates: 1 });
+    expect(await received('gw-after-outage-twice')).toBe(2);
+    const parked = await row('gw-after-outage-twice');
+    expect(parked).toMatchObject({ state: 'parked', possible_duplicate: true, attempts: 8 });
+    expect(parked?.last_error).toMatch(/^outcome unknown again after it was sent again .* answered 502/);
+  });
+
   it('a 502 from a gateway after the platform took the event: parked, sent once (park)', async () => {
     await enqueueEvents(db.knex, db, [newEvent('gw-park')]);
     gateway.gateway.badGateways = 1;
@@ -144,6 +126,18 @@ describe('outbox unknown outcomes and outages', () => {
     expect(parked?.last_error).toMatch(
       /^outcome unknown, parked for an operator: POST \/events answered 502/,
     );
+  });
+
+  it("an operator's retry of an event parked after an unknown outcome flags it: the platform may then have it twice (park)", async () => {
+    await enqueueEvents(db.knex, db, [newEvent('gw-park-retried')]);
+    gateway.gateway.badGateways = 1;
+    expect(await drainAll(sender('park', { url: gateway.url }))).toMatchObject({ parked: 1 });
+    expect(await row('gw-park-retried')).toMatchObject({ state: 'parked', possible_duplicate: false });
+    expect(await resolveEvent(db.knex, db, 'gw-park-retried', 'retry')).toBe('pending');
+    expect(await row('gw-park-retried')).toMatchObject({ state: 'pending', possible_duplicate: true });
+    expect(await drainAll(sender('park', { url: gateway.url }))).toMatchObject({ sent: 1, parked: 0 });
+    expect(await received('gw-park-retried')).toBe(2);
+    expect(await row('gw-park-retried')).toMatchObject({ state: 'sent', possible_duplicate: true });
   });
 
   it('a 500 is an unknown outcome: parked under park, sent once more then parked under retry', async () => {

@@ -39,6 +39,15 @@ describe('the events send policy', () => {
       attemptResultOf(new ApiUnavailableError('timed out', { route, outcomeUnknown: true }), text).kind,
     ).toBe('unknown');
     expect(attemptResultOf(new ApiAuthError({ route, status: 401 }), text).kind).toBe('unauthorized');
+    // A 403 is an ApiAuthError when the check of the key failed too, and the key's outage...
+    expect(attemptResultOf(new ApiAuthError({ route, status: 403 }), text).kind).toBe('unauthorized');
+    // ...else the platform refusing this event: failed for good, not flagged, as a 422.
+    const forbidden = attemptResultOf(new ApiRequestError('opted out', { route, status: 403 }), text);
+    expect(forbidden).toEqual({ kind: 'refused', error: 'POST /events answered 403: opted out' });
+    expect(decideAfterAttempt(forbidden, 1, policy, half)).toEqual({
+      state: 'failed',
+      error: 'POST /events answered 403: opted out',
+    });
     // Anything unexpected after the request left is never taken for "sent" nor for "not sent".
     expect(attemptResultOf(new TypeError('boom'), text).kind).toBe('unknown');
   });
@@ -151,14 +160,31 @@ describe('the events send policy', () => {
     });
   });
 
-  it('an unknown outcome on the last attempt fails the event flagged a possible duplicate: it may have been delivered', () => {
+  it('the first unknown outcome is sent again once whatever attempts proven not sent came before it', () => {
     const result = { kind: 'unknown', error: 'timed out' } as const;
-    expect(decideAfterAttempt(result, 3, policy, half)).toEqual({
-      state: 'failed',
-      error: 'timed out',
-      possibleDuplicate: true,
-    });
-    expect(decideAfterAttempt(result, 3, { ...policy, unknownOutcome: 'park' }, half)).toMatchObject({
+    // Past EVENTS_MAX_ATTEMPTS (3 here): the attempts before were 503s, 429s, refused connections.
+    for (const attempts of [3, 4, 1_000]) {
+      expect(decideAfterAttempt(result, attempts, policy, half)).toMatchObject({
+        state: 'pending',
+        possibleDuplicate: true,
+        refund: false,
+      });
+      // The resend's outcome unknown too: parked, never a third copy.
+      expect(decideAfterAttempt(result, attempts + 1, policy, half, true)).toMatchObject({ state: 'parked' });
+    }
+  });
+
+  it('with EVENTS_MAX_ATTEMPTS=1 an unknown outcome fails the event flagged a possible duplicate: it may have been delivered', () => {
+    const result = { kind: 'unknown', error: 'timed out' } as const;
+    const once = { ...policy, maxAttempts: 1 };
+    for (const attempts of [1, 7]) {
+      expect(decideAfterAttempt(result, attempts, once, half)).toEqual({
+        state: 'failed',
+        error: 'timed out',
+        possibleDuplicate: true,
+      });
+    }
+    expect(decideAfterAttempt(result, 1, { ...once, unknownOutcome: 'park' }, half)).toMatchObject({
       state: 'parked',
     });
   });

@@ -439,9 +439,12 @@ const RESOLVABLE = { retry: ['parked', 'failed', 'pending'], discard: ['parked',
 /**
  * An operator's decision on a parked or failed event: send it (again), or never. One conditional
  * write, so an event a replica claims meanwhile (`sending`) is left alone. A retried event starts
- * with a full budget: its attempts and lapsed claims are reset (its possible_duplicate flag is
- * kept: the platform may have it). Returns the event's
- * state afterwards: the new one, else the one that stopped the change (undefined: no such key).
+ * with a full budget: its attempts and lapsed claims are reset. Its possible_duplicate flag is
+ * kept, and set on a parked one: only an unknown outcome parks an event, so the platform may have
+ * it already and the send now asked for may make a second copy (under `park` the flag was not set
+ * yet; and an unknown outcome of that send parks it again instead of sending a third). Returns the
+ * event's state afterwards: the new one, else the one that stopped the change (undefined: no such
+ * key).
  */
 export async function resolveEvent(
   q: Queryable,
@@ -454,7 +457,14 @@ export async function resolveEvent(
     .whereIn('state', RESOLVABLE[action])
     .update(
       action === 'retry'
-        ? { state: 'pending', next_attempt_at: q.fn.now(), last_error: null, attempts: 0, lapsed_claims: 0 }
+        ? {
+            state: 'pending',
+            next_attempt_at: q.fn.now(),
+            last_error: null,
+            attempts: 0,
+            lapsed_claims: 0,
+            possible_duplicate: q.raw("possible_duplicate or state = 'parked'"),
+          }
         : { state: 'failed', last_error: 'discarded by an operator' },
       ['state'],
     );

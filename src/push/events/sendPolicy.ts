@@ -13,8 +13,11 @@ export type UnknownOutcomePolicy = (typeof UNKNOWN_OUTCOME_POLICIES)[number];
 export interface SendPolicy {
   readonly unknownOutcome: UnknownOutcomePolicy;
   /**
-   * Attempts after which an event whose outcome is unknown is failed for good (flagged a possible
-   * duplicate). An attempt proven not sent never fails an event, whatever the count.
+   * Sends that may have reached the platform after which an event whose outcome is unknown is
+   * failed for good (flagged a possible duplicate) instead of sent again. Attempts proven not sent
+   * are not counted: they reached no one, and an outage of any length must not use up the one
+   * resend an unknown outcome gets. Under `retry` an event is sent at most twice anyway, so only 1
+   * (no resend) differs from any larger budget.
    */
   readonly maxAttempts: number;
   readonly baseDelayMs: number;
@@ -47,7 +50,7 @@ export type AttemptResult =
   | { readonly kind: 'accepted'; readonly id: string | null; readonly status: string | null }
   /** The platform refused the event itself (4xx): sending it again cannot help. */
   | { readonly kind: 'refused'; readonly error: string }
-  /** Not processed (503, 429, 408/409/403, no connection): safe to send again. */
+  /** Not processed (503, 429, 408, 409, no connection): safe to send again. */
   | { readonly kind: 'unavailable'; readonly error: string; readonly retryAfterMs?: number | undefined }
   /** Sent, but no complete answer came back: the platform may have it. */
   | { readonly kind: 'unknown'; readonly error: string }
@@ -161,13 +164,14 @@ export function attemptResultOf(error: unknown, describe: (e: unknown) => string
         error: `${text}: the platform's base URL (REVIEWS_API_URL) is redirected; set it to where it leads`,
       };
     }
-    // 408 and 409 are the platform's way of saying "not now", not "never". So is a 403 the key
-    // passed a check on (a bad key stays an ApiAuthError): one record refused, or a rule refusing
-    // writes (a firewall, a read-only key) that a whole backlog must not fail for good on. The
-    // platform did not act on it, so sending it again is harmless.
-    if (error.status === 408 || error.status === 409 || error.status === 403) {
-      return { kind: 'unavailable', error: text };
-    }
+    // 408 and 409 are the platform's way of saying "not now", not "never": the platform did not
+    // act on it, so sending it again is harmless.
+    if (error.status === 408 || error.status === 409) return { kind: 'unavailable', error: text };
+    // Any other 4xx refuses the event itself. A 403 included: the client throws one as an
+    // ApiRequestError only once a check of the key passed (a refused key is an ApiAuthError,
+    // above), so this event is forbidden (a person who opted out), not the key. Sent again it
+    // would be refused again every few minutes for ever: failed, not flagged (the platform did
+    // not act on it), for an operator's `events retry`.
     return { kind: 'refused', error: text };
   }
   if (error instanceof ApiUnavailableError) {
@@ -222,9 +226,11 @@ export function decideAfterAttempt(
           error: `outcome unknown again after it was sent again following an unknown outcome (the platform may have it twice): parked for an operator, not sent a third time: ${result.error}`,
         };
       }
-      // It may have been delivered: failed, and flagged, so an operator's retry knows.
-      if (attempts >= policy.maxAttempts)
-        return { state: 'failed', error: result.error, possibleDuplicate: true };
+      // Not flagged, so no earlier send may have reached the platform (an unknown outcome or a
+      // lapse flags the row, or parks it): this is the first, however many attempts the platform
+      // never saw came before. With a budget of one it may have been delivered and is not sent
+      // again: failed, and flagged, so an operator's retry knows.
+      if (policy.maxAttempts <= 1) return { state: 'failed', error: result.error, possibleDuplicate: true };
       return {
         state: 'pending',
         delayMs: backoff(policy.maxDelayMs),
