@@ -24,6 +24,9 @@ VOLUME /data
 USER node
 # 8080 is the public webhook receiver; 9464 (health, metrics) must stay internal.
 EXPOSE 8080 9464
-HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.ADMIN_PORT||9464)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# The probe asks the admin server where ADMIN_HOST binds it: that address, or the loopback for a
+# wildcard (127.0.0.1 also for '::', whose socket takes IPv4 too: ::1 is missing where Docker
+# disables IPv6). Polling 127.0.0.1 alone, a server bound to one address is never healthy.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["node", "-e", "const h=(process.env.ADMIN_HOST||'').trim()||'0.0.0.0',u=new URL('http://'+(h.includes(':')?'['+h+']':h)+':'+((process.env.ADMIN_PORT||'').trim()||9464)+'/healthz');if(u.hostname==='0.0.0.0'||u.hostname==='[::]')u.hostname='127.0.0.1';fetch(u).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 ENTRYPOINT ["node", "dist/src/cli.js"]
 CMD ["run"]

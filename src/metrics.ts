@@ -38,6 +38,7 @@ const CONTACTS_ROW_OUTCOMES = [
   'rejected',
   'replaced',
   'failed',
+  'still_given_up',
 ] as const;
 export type ContactRowOutcome = (typeof CONTACTS_ROW_OUTCOMES)[number];
 
@@ -56,6 +57,16 @@ function startAtZero<L extends string>(
 
 const eachOf = <L extends string>(label: L, values: readonly string[]) =>
   values.map((value) => ({ [label]: value }) as Record<L, string>);
+
+/**
+ * Removes the one series of an unlabelled gauge. prom-client exports it at 0 from its creation
+ * (and after `reset()`): for a gauge read from the database, a value nobody measured that reads
+ * as one (no misses, a push in 1970). Such a gauge is exported once it has a value.
+ */
+export function unsetGauge<G extends Gauge>(gauge: G): G {
+  gauge.remove();
+  return gauge;
+}
 
 /**
  * Every metric the daemon exports, on one registry. Names follow Prometheus conventions: the
@@ -117,6 +128,12 @@ export function makeMetrics() {
       name: 'review_mirror_directory_records_quarantined_total',
       help: 'Location and professional records a listing returned that failed validation, quarantined, by resource (counted once per distinct record).',
       labelNames: ['resource'] as const,
+      registers,
+    }),
+    directoryRecordsUnread: new Gauge({
+      name: 'review_mirror_directory_records_unread',
+      help: 'Directory records whose single read failed for the record alone in the last successful run of their job, by resource and read (detail: a professional read for its location_id; confirm: a record missing from the listings read again).',
+      labelNames: ['resource', 'read'] as const,
       registers,
     }),
     reviewsRemoved: new Counter({
@@ -205,7 +222,7 @@ export function makeMetrics() {
     contactsRows: startAtZero(
       new Counter({
         name: 'review_mirror_contacts_rows_total',
-        help: 'Rows of pushed CRM exports, by outcome: sent_created, sent_updated, unchanged, rejected (invalid), replaced (a later row had the same key), failed.',
+        help: 'Rows of pushed CRM exports, by outcome: sent_created, sent_updated, unchanged, rejected (invalid), replaced (a later row had the same key), failed, still_given_up (given up on an earlier push and unchanged since: not sent).',
         labelNames: ['outcome'] as const,
         registers,
       }),
@@ -222,11 +239,13 @@ export function makeMetrics() {
       help: 'Rows per second of the last CRM export pushed (read, diffed and sent).',
       registers,
     }),
-    contactsLastSuccess: new Gauge({
-      name: 'review_mirror_contacts_last_success_timestamp_seconds',
-      help: 'When a CRM export was last pushed with every valid contact on the platform (Unix time).',
-      registers,
-    }),
+    contactsLastSuccess: unsetGauge(
+      new Gauge({
+        name: 'review_mirror_contacts_last_success_timestamp_seconds',
+        help: 'When a CRM export was last pushed with no contact failing in that push (Unix time), by whichever process; absent before the first.',
+        registers,
+      }),
+    ),
     events: startAtZero(
       new Counter({
         name: 'review_mirror_events_total',
@@ -246,6 +265,13 @@ export function makeMetrics() {
       help: 'Age of the oldest event still pending in the outbox (0 when none).',
       registers,
     }),
+    outboxListening: unsetGauge(
+      new Gauge({
+        name: 'review_mirror_outbox_listening',
+        help: "1 while this replica's outbox LISTEN session is known to receive notifications (a NOTIFY from another session reached it); 0 while it connects, is lost, or receives none (a transaction pooler): new events then wait for the poll. Absent without a LISTEN session (embedded database, or DB_POOLER=transaction without DATABASE_LISTEN_URL).",
+        registers,
+      }),
+    ),
     eventOutcomesKept: new Gauge({
       name: 'review_mirror_event_outcomes_kept',
       help: 'Platform answers to events that the database could not take, kept in memory until it can: lost if the process stops first.',
@@ -263,11 +289,13 @@ export function makeMetrics() {
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300],
       registers,
     }),
-    webhookMissRatio: new Gauge({
-      name: 'review_mirror_webhook_miss_ratio',
-      help: 'Share of reviews first seen in the 24 h before the last successful health check that reached us by the feed rather than a webhook.',
-      registers,
-    }),
+    webhookMissRatio: unsetGauge(
+      new Gauge({
+        name: 'review_mirror_webhook_miss_ratio',
+        help: 'Share of reviews first seen in the 24 h before the last successful health check that reached us by the feed rather than a webhook; absent until such a check is read.',
+        registers,
+      }),
+    ),
   };
 }
 

@@ -5,12 +5,24 @@ import { describeError } from '../errors.js';
 import { JOB } from '../jobs/jobNames.js';
 import { type LastSuccess, readLastSuccesses } from '../jobs/lastSuccessSql.js';
 import type { Logger } from '../log.js';
-import type { Metrics } from '../metrics.js';
+import { type Metrics, unsetGauge } from '../metrics.js';
 import { readCheckpoint } from '../pull/syncStateSql.js';
 import { healthOfCounts, WEBHOOK_STATES } from '../webhooks/health.js';
+import { readLastCompleteContactsPush } from './contactsPushSql.js';
 
 /** The jobs whose successful run is a walk that reached its end (what `lastCompleteWalk` counts). */
 const WALK_JOBS: readonly string[] = [JOB.reviews, JOB.reconcile, JOB.locations, JOB.professionals];
+
+/**
+ * The directory jobs' counts of records whose single read failed for the record alone (they are
+ * kept and read again next run, so the run succeeds): the `read` of
+ * `review_mirror_directory_records_unread{resource, read}` each is exported as.
+ */
+const UNREAD_COUNTS = [
+  { job: JOB.locations, read: 'confirm', count: 'unconfirmed' },
+  { job: JOB.professionals, read: 'detail', count: 'details_failed' },
+  { job: JOB.professionals, read: 'confirm', count: 'unconfirmed' },
+] as const;
 
 /**
  * How often every replica reads the freshness gauges from the mirror: the age they give is off
@@ -25,7 +37,13 @@ export interface MirrorGaugesDeps {
   readonly log: Logger;
   readonly metrics: Pick<
     Metrics,
-    'newestReview' | 'lastCompleteWalk' | 'jobLastSuccess' | 'webhooks' | 'webhookMissRatio'
+    | 'newestReview'
+    | 'lastCompleteWalk'
+    | 'jobLastSuccess'
+    | 'contactsLastSuccess'
+    | 'webhooks'
+    | 'webhookMissRatio'
+    | 'directoryRecordsUnread'
   >;
 }
 
@@ -37,9 +55,14 @@ export interface MirrorGaugesDeps {
  * database is down. A value never moves back: a job of this process may have set a newer one than
  * a read that was under way.
  *
+ * The contacts push's last success is such a time too: the inbox job, which pushes, runs on one
+ * replica, and `contacts push` in a process of its own.
+ *
  * The webhook gauges (`webhooks{state}`, `webhookMissRatio`) are levels, not times: what the last
  * successful health check saw, wherever it ran. Set only here, so that a replica that no longer
- * wins that job does not export what it once saw (a `failing` webhook long gone) for good.
+ * wins that job does not export what it once saw (a `failing` webhook long gone) for good. So are
+ * the directory's unread records (`directoryRecordsUnread`): what the last successful run of each
+ * directory job could not read.
  */
 export class MirrorGauges {
   #timer: NodeJS.Timeout | undefined;
@@ -80,16 +103,26 @@ export class MirrorGauges {
   async #read(): Promise<boolean> {
     const { db, log, metrics } = this.deps;
     try {
-      const [checkpoint, successes] = await Promise.all([
+      const [checkpoint, successes, contactsPushed] = await Promise.all([
         readCheckpoint(db.knex, db, JOB.reviews),
         readLastSuccesses(db.knex, db, Object.values(JOB)),
+        readLastCompleteContactsPush(db.knex, db),
       ]);
       // The review sync sets it from the same watermark when its walk completes.
       if (checkpoint.watermark !== null) {
         await raise(metrics.newestReview, {}, new Date(checkpoint.watermark).getTime() / 1000);
       }
+      if (contactsPushed !== undefined) {
+        await raise(metrics.contactsLastSuccess, {}, contactsPushed.getTime() / 1000);
+      }
       const health = successes.get(JOB.webhookHealth);
       if (health !== undefined) this.#setWebhookGauges(health);
+      for (const { job, read, count } of UNREAD_COUNTS) {
+        const run = successes.get(job);
+        // A run counts only the reads that failed: none counted is none failed.
+        if (run !== undefined)
+          metrics.directoryRecordsUnread.set({ resource: job, read }, run.counts[count] ?? 0);
+      }
       for (const [job, { finishedAt }] of successes) {
         const seconds = finishedAt.getTime() / 1000;
         await raise(metrics.jobLastSuccess, { sync_job: job }, seconds);
@@ -121,9 +154,10 @@ export class MirrorGauges {
     const seen = healthOfCounts(run.counts);
     if (seen === undefined) {
       // Recorded by an older version (a rolling upgrade), which exports what it saw on its own
-      // replica: this one exports nothing, so that max() over replicas is that newer check.
+      // replica: this one exports nothing, so that max() over replicas is that newer check. Not
+      // reset(): an unlabelled gauge reset exports 0, no misses, which nobody measured.
       metrics.webhooks.reset();
-      metrics.webhookMissRatio.reset();
+      unsetGauge(metrics.webhookMissRatio);
       return;
     }
     for (const state of WEBHOOK_STATES) metrics.webhooks.set({ state }, seen.states[state]);

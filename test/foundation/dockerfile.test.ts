@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { isIPv6 } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,7 +38,12 @@ describe('the Dockerfile', () => {
     }
   });
 
-  it('starts the daemon with its exact command, passes its HEALTHCHECK and stops cleanly', async () => {
+  /**
+   * Runs the daemon with its exact command and ENV, ADMIN_HOST set to `adminHost` (unset: the
+   * default), and then its HEALTHCHECK as the engine runs it: in the container, with the same ENV.
+   * Gives the probe's exit code.
+   */
+  const healthcheckOfDaemon = async (adminHost: string | undefined): Promise<number> => {
     const env: Record<string, string> = {};
     for (const line of finalStage.filter((l) => l.startsWith('ENV '))) {
       const [name, ...value] = line.slice(4).split('=');
@@ -51,21 +57,41 @@ describe('the Dockerfile', () => {
       ADMIN_PORT: adminPort,
       HTTP_PORT: String(await freePort()),
     });
+    if (adminHost !== undefined) env.ADMIN_HOST = adminHost;
     const [command, ...args] = [...jsonArrayOf('ENTRYPOINT'), ...jsonArrayOf('CMD')];
     expect(command).toBe('node');
     const daemon = spawn(process.execPath, args, { cwd: root, env: cliEnv(env), stdio: 'ignore' });
     const exited = once(daemon, 'exit');
+    let probeCode: number;
     try {
-      expect((await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`)).status).toBe(200);
+      // Where the admin server listens: a wildcard is reached on the loopback.
+      const reachable = (adminHost ?? '0.0.0.0').replace(/^(0\.0\.0\.0|::)$/, '127.0.0.1');
+      const url = new URL(`http://${isIPv6(reachable) ? `[${reachable}]` : reachable}:${adminPort}/healthz`);
+      expect((await waitForHttp(url.href)).status).toBe(200);
       const healthcheck = jsonArrayOf('HEALTHCHECK');
       expect(healthcheck[0]).toBe('node');
       const probe = spawn(process.execPath, healthcheck.slice(1), { env: cliEnv(env), stdio: 'ignore' });
-      const [probeCode] = await once(probe, 'exit');
-      expect(probeCode).toBe(0);
+      [probeCode] = (await once(probe, 'exit')) as [number];
     } finally {
       daemon.kill('SIGTERM');
     }
     const [code] = await exited;
     expect(code).toBe(0);
+    return probeCode;
+  };
+
+  it('starts the daemon with its exact command, passes its HEALTHCHECK and stops cleanly', async () => {
+    expect(await healthcheckOfDaemon(undefined)).toBe(0);
+  });
+
+  // The probe must reach the admin server wherever ADMIN_HOST binds it: on a specific address
+  // only that address answers, and a container polled on another is restarted for ever.
+  it.each([
+    ['a specific IPv4 address', '127.0.0.2'],
+    ['a specific IPv6 address', '::1'],
+    ['the IPv6 wildcard', '::'],
+    ['the IPv4 wildcard', '0.0.0.0'],
+  ])('passes its HEALTHCHECK with ADMIN_HOST set to %s (%s)', async (_what, adminHost) => {
+    expect(await healthcheckOfDaemon(adminHost)).toBe(0);
   });
 });

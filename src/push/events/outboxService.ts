@@ -12,7 +12,8 @@ const PRUNE_EVERY_MS = 60 * 60 * 1000;
 
 export type OutboxServiceDeps = OutboxSenderDeps & {
   readonly metrics?:
-    | (NonNullable<OutboxSenderDeps['metrics']> & Pick<Metrics, 'outboxBacklog' | 'outboxOldestPending'>)
+    | (NonNullable<OutboxSenderDeps['metrics']> &
+        Pick<Metrics, 'outboxBacklog' | 'outboxOldestPending' | 'outboxListening'>)
     | undefined;
 };
 
@@ -48,7 +49,14 @@ export class OutboxService {
   start(): void {
     const { db, log, scrubber } = this.deps;
     if (db.backend === 'postgres' && this.config.listenUrl !== undefined) {
-      this.#listener = new OutboxListener(this.config.listenUrl, db.schema, () => this.wake(), log, scrubber);
+      this.#listener = new OutboxListener(
+        this.config.listenUrl,
+        db.schema,
+        () => this.wake(),
+        log,
+        scrubber,
+        this.deps.metrics,
+      );
     }
     this.#loop = this.#run();
   }
