@@ -18,6 +18,7 @@ import * as syncRunsRetention from './017_sync_runs_retention.js';
 import * as eventSendStarts from './018_event_send_starts.js';
 import * as enqueueExactNumbers from './019_enqueue_exact_numbers.js';
 import * as contactGivenUp from './020_contact_given_up.js';
+import * as contactOwedClears from './021_contact_owed_clears.js';
 
 export interface Migration {
   readonly name: string;
@@ -45,4 +46,5 @@ export const migrations: readonly Migration[] = [
   { name: '018_event_send_starts', up: eventSendStarts.up },
   { name: '019_enqueue_exact_numbers', up: enqueueExactNumbers.up },
   { name: '020_contact_given_up', up: contactGivenUp.up },
+  { name: '021_contact_owed_clears', up: contactOwedClears.up },
 ];

@@ -101,7 +101,7 @@ async function runPush(ctx: Context, file: string, flags: PushFlags): Promise<vo
   const s = summary!;
   const verb = flags.dryRun ? 'to send' : 'sent';
   process.stdout.write(
-    `contacts: read=${s.read} valid=${s.valid} rejected=${s.rejected} replaced=${s.replaced} unchanged=${s.unchanged} ${verb}=${flags.dryRun ? s.toSend : s.sent} failed=${s.failed}${s.givenUp > 0 ? ` given_up=${s.givenUp}` : ''}${events.rules.length > 0 ? ` events=${s.events}` : ''}\n` +
+    `contacts: read=${s.read} valid=${s.valid} rejected=${s.rejected} replaced=${s.replaced} unchanged=${s.unchanged} ${verb}=${flags.dryRun ? s.toSend : s.sent} failed=${s.failed}${s.givenUp > 0 ? ` given_up=${s.givenUp}` : ''}${s.stillGivenUp > 0 ? ` still_given_up=${s.stillGivenUp}` : ''}${events.rules.length > 0 ? ` events=${s.events}` : ''}\n` +
       `report: ${s.reportPath}\n`,
   );
   // Every valid row on the platform is success; anything short of it is not.

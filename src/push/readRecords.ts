@@ -180,10 +180,10 @@ function unusableField(
 
 /**
  * Streams the records of a CSV or JSON Lines export, memory flat whatever its size. CSV as CRMs and
- * Excel write it: a header row, UTF-8 with or without BOM (or windows-1252), CRLF or LF, quoted
- * fields holding delimiters, quotes and newlines. A row with too many or too few columns, a
- * broken JSON line, a JSON key given twice or nested too deep, or invalid bytes in a column read is
- * yielded as an error with its line; the rest go on. A file that cannot be read to its end throws
+ * Excel write it: a header row, UTF-8 with or without BOM (or windows-1252), CRLF, LF or CR line
+ * ends (mixed too), quoted fields holding delimiters, quotes and newlines. A row with too many or
+ * too few columns, a broken JSON line, a JSON key given twice or nested too deep, or invalid bytes
+ * in a column read is yielded as an error with its line; the rest go on. A file that cannot be read to its end throws
  * a RecordFileError once the records before the fault are yielded.
  */
 export async function* readRecords(
@@ -334,19 +334,13 @@ async function* readCsv(
   let head = '';
   const buffered: string[] = [];
   // Bounded too: a file with no line break is no CSV, and the guard below ends its reading.
-  while (!head.includes('\n') && head.length < 2 ** 20) {
+  while (!/[\r\n]/.test(head) && head.length < 2 ** 20) {
     const next = await iterator.next();
     if (next.done) break;
     head += String(next.value);
     buffered.push(String(next.value));
   }
-  const chosen = delimiter ?? detectDelimiter(head.split('\n')[0]!.replace(/^\uFEFF/, ''));
-  // A file of CRLF (or LF) lines whose last line ends with a CR alone: csv-parse keeps that CR in
-  // the last field and does not count it as a line, so the last record was numbered as the one
-  // before it (and two rows of one number could be paged past). Ended with the LF its other lines
-  // have, the CR ends the line as it does everywhere else in the file. Not in a file of CR lines,
-  // where the CR is the record delimiter and an LF would be read as one more line.
-  const crLines = /^[^\r\n]*\r(?!\n)[\s\S]/.test(head);
+  const chosen = delimiter ?? detectDelimiter(head.split(LINE_BREAK)[0]!.replace(/^\uFEFF/, ''));
   // relax_quotes: a quote inside an unquoted field (`O"Brien`) is kept as written, as Excel reads
   // it. A quote opened and never closed swallows the rest of the file: the file fails, naming it.
   const csv = parse({
@@ -356,6 +350,11 @@ async function* readCsv(
     relax_quotes: true,
     skip_empty_lines: true,
     skip_records_with_error: true,
+    // Every line end ends a record, whichever the file's first line has: left to discover one,
+    // csv-parse takes the first it meets for the whole file, so in a file of mixed ends (lines
+    // pasted from another system) a CR alone stayed inside a field, two records read as one row,
+    // and every line number after it was off.
+    record_delimiter: ['\r\n', '\n', '\r'],
     info: true,
     // Counted as the parser gives each record, not as this reader takes it: a reader slow to
     // take them (waiting on the database) is not a record too large. The part of a record the
@@ -374,13 +373,7 @@ async function* readCsv(
       }
       for (;;) {
         const next = await iterator.next();
-        if (next.done) {
-          if (lines.endsWithCr && !crLines) {
-            lines.add('\n');
-            yield '\n';
-          }
-          return;
-        }
+        if (next.done) return;
         const chunk = String(next.value);
         sinceRecord += chunk.length;
         if (sinceRecord > MAX_RECORD_TEXT) {
@@ -517,11 +510,6 @@ class LineCounter {
     this.#endsLine = this.#afterCr || chunk.endsWith('\n');
   }
 
-  /** Whether the text so far ends with a CR (which an LF may still follow). */
-  get endsWithCr(): boolean {
-    return this.#afterCr;
-  }
-
   /** The number of the last line: a break at the end of the text ends a line, and opens none. */
   get lastLine(): number {
     return this.#breaks + (this.#endsLine ? 0 : 1);
@@ -573,7 +561,7 @@ function countLineBreaks(values: readonly string[]): { counted: number; real: nu
   let real = 0;
   for (const v of values) {
     for (const ch of v) if (ch === '\n' || ch === '\r') counted++;
-    real += v.match(/\r\n|\r|\n/g)?.length ?? 0;
+    real += v.match(LINE_BREAK)?.length ?? 0;
   }
   return { counted, real };
 }

@@ -33,7 +33,8 @@ export function ignoreGone(error: NodeJS.ErrnoException): undefined {
 
 /**
  * The rows of an export that were not sent as they stand, as CSV beside the input (`FILE.rejects.csv`):
- * rejected rows with the field and the reason, and rows a later row with the same key replaced.
+ * rejected rows with the field and the reason, rows a later row with the same key replaced, and
+ * contacts given up on an earlier push that it holds unchanged.
  */
 export class RejectReport {
   readonly path: string;
@@ -64,8 +65,9 @@ export class RejectReport {
     }
   }
 
+  /** Ends the report; again, it only waits for that end. */
   async close(): Promise<void> {
-    this.#csv.end();
+    if (!this.#csv.writableEnded) this.#csv.end();
     await this.#done;
     this.#throwIfFailed();
   }

@@ -1,8 +1,9 @@
-import { mkdir, mkdtemp, readdir, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfigFile } from '../../src/config/configFile.js';
 import type { Db } from '../../src/db/connect.js';
@@ -116,6 +117,8 @@ describe('the CRM inbox when the platform fails contacts one by one', () => {
       drop: (file: string, text: string) => writeFile(join(dir, file), text),
       /** Two runs: the first sees a dropped file, the second takes and pushes it. */
       take: async () => [await run(), await run()],
+      /** The report of `file`, moved to `place`. */
+      report: (place: string, file: string) => readFile(join(dir, place, `${file}.rejects.csv`), 'utf8'),
       where: async (file: string) => {
         for (const place of ['', 'processing', 'processed', 'failed']) {
           if ((await readdir(join(dir, place)).catch((): string[] => [])).includes(file)) {
@@ -235,10 +238,38 @@ describe('the CRM inbox when the platform fails contacts one by one', () => {
         ]),
       );
       expect(await inbox.take()).toEqual(['success', 'success']);
-      // Day 3 holds b unchanged: not sent again, failed as it was; a is pushed.
-      expect(await inbox.where('crm-day3.csv')).toBe('failed');
+      // Day 3 holds b unchanged: not sent again, and nothing failed this time: the export is
+      // done, its report naming b as given up earlier and how to send it again; a is pushed.
+      expect(await inbox.where('crm-day3.csv')).toBe('processed');
       expect(postsTo(`${p}-b@example.com`)).toBe(sentB);
       expect((await platform()).get(`${p}-a`)?.name).toBe('A3');
+      const report: Array<Record<string, string>> = parse(await inbox.report('processed', 'crm-day3.csv'), {
+        columns: true,
+      });
+      expect(report).toEqual([
+        {
+          line: '3',
+          field: '(row)',
+          reason: expect.stringContaining('not sent: given up on an earlier push'),
+          key: `${p}-b`,
+        },
+      ]);
+      expect(report[0]!.reason).toMatch(
+        /an export changes the contact, or a full push \(contacts push --full\)/,
+      );
+      expect(await stored(`${p}-b`)).toMatchObject({ outcome: 'failed', unavailable_pushes: 3 });
+
+      // So is every daily export after it that still holds b unchanged.
+      await inbox.drop(
+        'crm-day4.csv',
+        csv([
+          [`${p}-a`, 'A4'],
+          [`${p}-b`, 'B2'],
+        ]),
+      );
+      expect(await inbox.take()).toEqual(['success', 'success']);
+      expect(await inbox.where('crm-day4.csv')).toBe('processed');
+      expect(postsTo(`${p}-b@example.com`)).toBe(sentB);
       faults.delete(`${p}-b@example.com`);
     },
   );
@@ -352,6 +383,46 @@ describe('the CRM inbox when the platform fails contacts one by one', () => {
     expect(posts.get('clr-2b@example.com')).toEqual([{ email: 'clr-2b@example.com', external_id: 'clr-2' }]);
     expect(postsTo('clr-2@example.com')).toBe(1);
     expect((await platform()).get('clr-1')).toMatchObject({ name: '', professional_id: null });
+  });
+
+  it('sends a clear again when the push that carried it failed, until the platform takes it', async () => {
+    const inbox = await inboxOf('clear-failed');
+    const created = await fetch(`${sandbox.url}/api/v1/partner/professionals`, {
+      method: 'POST',
+      headers: { 'x-api-key': sandbox.apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify({ first_name: 'Lea', last_name: 'Roux', email: 'lea@team.example' }),
+    });
+    const professional = ((await created.json()) as { id: string }).id;
+    const header = 'external_id,email,name,professional_id\n';
+    await inbox.drop('set.csv', `${header}clf-1,clf-1@example.com,Ann,${professional}\n`);
+    await inbox.take();
+    expect((await platform()).get('clf-1')).toMatchObject({ name: 'Ann', professional_id: professional });
+
+    // The export that empties them meets a platform failing that contact: the clear is not taken.
+    faults.set('clf-1@example.com', jsonError(503, 'Service unavailable'));
+    await inbox.drop('cleared.csv', `${header}clf-1,clf-1@example.com,,\n`);
+    await inbox.run();
+    expect(String(await inbox.run())).toMatch(/1 contacts of cleared\.csv were not sent/);
+    expect(posts.get('clf-1@example.com')?.at(-1)).toMatchObject({ name: '', professional_id: null });
+    expect((await platform()).get('clf-1')).toMatchObject({ name: 'Ann', professional_id: professional });
+
+    // Pushed again once the platform takes it: sent cleared again, not with the fields left out.
+    faults.delete('clf-1@example.com');
+    expect(await inbox.run()).toBe('success');
+    expect(await inbox.where('cleared.csv')).toBe('processed');
+    expect(posts.get('clf-1@example.com')?.at(-1)).toEqual({
+      email: 'clf-1@example.com',
+      name: '',
+      external_id: 'clf-1',
+      professional_id: null,
+    });
+    expect((await platform()).get('clf-1')).toMatchObject({ name: '', professional_id: null });
+    expect(await stored('clf-1')).toMatchObject({ outcome: 'sent', name: null, professional_id: null });
+
+    // Taken: the next change sends the fields that have a value, and no clear any more.
+    await inbox.drop('renamed.csv', `${header}clf-1,clf-1b@example.com,,\n`);
+    await inbox.take();
+    expect(posts.get('clf-1b@example.com')).toEqual([{ email: 'clf-1b@example.com', external_id: 'clf-1' }]);
   });
 
   it('sends every row of an export of 1,001 rows whose last line ends with a CR alone', async () => {

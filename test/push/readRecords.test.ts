@@ -552,9 +552,8 @@ describe('a CSV whose last line ends with a CR alone', () => {
     const text = ['email,name', 'a@example.com,Ann', 'b@example.com,"Bo', 'b"', 'c@example.com,Cy'].join(eol);
     const items = await readAll(Readable.from([`${text}\r`]));
     expect(linesOf(items)).toEqual([2, 3, 5]);
-    // In a CRLF file the CR ends the line, as everywhere else in it; in an LF file it stays in
-    // the field, as a CR before an LF of that file does.
-    expect(records(items)[2]!.fields).toEqual({ email: 'c@example.com', name: eol === '\n' ? 'Cy\r' : 'Cy' });
+    // The CR ends the line, as any line end does in a file of mixed ends (below).
+    expect(records(items)[2]!.fields).toEqual({ email: 'c@example.com', name: 'Cy' });
   });
 
   it('does so with the CR in a chunk of its own, and with one record only', async () => {
@@ -580,5 +579,57 @@ describe('a CSV whose last line ends with a CR alone', () => {
     expect(lines).toHaveLength(1_001);
     expect(new Set(lines).size).toBe(1_001);
     expect(lines.at(-1)).toBe(1_002);
+  });
+});
+
+/**
+ * A file whose lines end in CR, LF and CRLF mixed (rows pasted from another system): csv-parse
+ * took the first line end it met for the whole file, so a CR alone stayed inside a field, two
+ * records were read as one row of too many columns, and the rows after were numbered wrong.
+ */
+describe('a CSV of mixed line ends', () => {
+  const linesOf = (items: ReadItem[]) => items.map((i) => ('record' in i ? i.record.line : i.error.line));
+  const rows = (...ends: string[]) =>
+    [
+      'email,name',
+      'a@example.com,Ann',
+      'b@example.com,"Bo\r\nB"',
+      'c@example.com,Cy',
+      'd@example.com,Di,extra',
+      'e@example.com,Ed',
+    ]
+      .map((row, i) => row + (ends[i % ends.length] ?? ''))
+      .join('');
+
+  it.each([
+    ['LF, then CR', ['\n', '\r']],
+    ['CRLF, then LF', ['\r\n', '\n']],
+    ['LF, then CRLF', ['\n', '\r\n']],
+    ['CR, then LF', ['\r', '\n']],
+    ['CR, then CRLF', ['\r', '\r\n']],
+    ['CRLF, then CR', ['\r\n', '\r']],
+  ])('ends a record at every line end, %s, and reports a bad row by its own line', async (_, ends) => {
+    const text = rows(...ends);
+    const expected = [
+      { record: { line: 2, fields: { email: 'a@example.com', name: 'Ann' } } },
+      { record: { line: 3, fields: { email: 'b@example.com', name: 'Bo\r\nB' } } },
+      { record: { line: 5, fields: { email: 'c@example.com', name: 'Cy' } } },
+      { error: { line: 6, field: '(row)', reason: 'has 3 columns where the header has 2' } },
+      { record: { line: 7, fields: { email: 'e@example.com', name: 'Ed' } } },
+    ];
+    expect(await readAll(Readable.from([text]))).toEqual(expected);
+    // Split anywhere, a CRLF between two chunks too, it reads the same.
+    for (let at = 1; at < text.length; at++) {
+      const items = await readAll(Readable.from([text.slice(0, at), text.slice(at)]));
+      expect(linesOf(items), `split at ${at}`).toEqual([2, 3, 5, 6, 7]);
+    }
+  });
+
+  it('reads the delimiter off a header line ended by a CR alone', async () => {
+    const items = await readAll(Readable.from(['email;name\ra@example.com;Smith, Ann\nb@example.com;Bo\n']));
+    expect(records(items)).toEqual([
+      { line: 2, fields: { email: 'a@example.com', name: 'Smith, Ann' } },
+      { line: 3, fields: { email: 'b@example.com', name: 'Bo' } },
+    ]);
   });
 });

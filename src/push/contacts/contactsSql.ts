@@ -1,11 +1,14 @@
 import { preparedRaw, type Queryable, type Tables } from '../../db/queryable.js';
+import type { UpsertOptions } from '../../partner-api/contacts.js';
 import type { ContactRow } from './contactRow.js';
 import type { StoredContact } from './planPush.js';
 import { isGivenUp, type UnavailableStreak } from './unavailableStreak.js';
 
 /**
  * Before sending: the rows about to be sent, marked pending in one statement (a crash leaves
- * them so, and the next push sends them again).
+ * them so, and the next push sends them again). A name or professional the row empties keeps its
+ * stored value until a push carrying its clear is taken (recordOutcomes): the platform may still
+ * hold it, so a push that fails, and every retry after it, sends the clear again.
  */
 export async function recordPending(q: Queryable, db: Tables, rows: readonly ContactRow[]): Promise<void> {
   if (rows.length === 0) return;
@@ -23,17 +26,13 @@ export async function recordPending(q: Queryable, db: Tables, rows: readonly Con
     .onConflict('key')
     .merge({
       ...Object.fromEntries(
-        [
-          'email',
-          'name',
-          'external_id',
-          'professional_id',
-          'content_hash',
-          'outcome',
-          'last_error',
-          'pushed_at',
-        ].map((column) => [column, q.raw('??', [`excluded.${column}`])]),
+        ['email', 'external_id', 'content_hash', 'outcome', 'last_error', 'pushed_at'].map((column) => [
+          column,
+          q.raw('??', [`excluded.${column}`]),
+        ]),
       ),
+      name: q.raw('coalesce(excluded.name, contacts.name)'),
+      professional_id: q.raw('coalesce(excluded.professional_id, contacts.professional_id)'),
       // The failures in a row were of the content sent before: new content starts afresh.
       unavailable_pushes: q.raw(
         'case when contacts.content_hash = excluded.content_hash then contacts.unavailable_pushes else 0 end',
@@ -45,7 +44,12 @@ export async function recordPending(q: Queryable, db: Tables, rows: readonly Con
 }
 
 export type ContactOutcome =
-  | { readonly sent: true; readonly platformContactId: string | null }
+  | {
+      readonly sent: true;
+      readonly platformContactId: string | null;
+      /** The fields it was sent cleared: the platform holds none now (see recordPending). */
+      readonly cleared: UpsertOptions['clear'];
+    }
   | { readonly sent: false; readonly error: string; readonly streak: UnavailableStreak };
 
 /** After sending: how each went, in one statement for many contacts. */
@@ -64,9 +68,12 @@ export async function recordOutcomes(
             last_error = v.last_error,
             unavailable_pushes = v.unavailable_pushes,
             unavailable_since = v.unavailable_since,
+            name = case when v.name_cleared then null else c.name end,
+            professional_id = case when v.professional_cleared then null else c.professional_id end,
             pushed_at = now()
-       from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::int[], ?::timestamptz[])
-              as v(key, outcome, platform_contact_id, last_error, unavailable_pushes, unavailable_since)
+       from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::int[], ?::timestamptz[], ?::bool[], ?::bool[])
+              as v(key, outcome, platform_contact_id, last_error, unavailable_pushes, unavailable_since,
+                   name_cleared, professional_cleared)
       where c.key = v.key`,
     [
       db.table('contacts'),
@@ -79,6 +86,8 @@ export async function recordOutcomes(
       outcomes.map((o) =>
         o.outcome.sent ? null : (o.outcome.streak.since?.toISOString() ?? null),
       ) as string[],
+      outcomes.map((o) => o.outcome.sent && o.outcome.cleared?.name === true),
+      outcomes.map((o) => o.outcome.sent && o.outcome.cleared?.professional_id === true),
     ],
   );
 }

@@ -52,12 +52,13 @@ const VALUE_ERRORS = [RangeError, SyntaxError, URIError];
 
 /**
  * The CRM inbox of `run`: exports dropped into a directory are pushed once, then moved with their
- * report to `processed/` (every valid row on the platform) or `failed/`. The directory is polled,
- * since fs.watch misses events on Docker volumes and network mounts. A file is taken only once
- * its size, time and inode have stayed the same for the settle time: one still being written is
- * left for a later poll. The job is exclusive, so on a shared volume one replica takes each file;
- * a file it leaves in `processing/` (killed, its lease lost, the platform down) is pushed again by
- * the next run, here or on another replica, before any file of the inbox.
+ * report to `processed/` (every valid row on the platform, or given up on an earlier push and
+ * named in the report) or `failed/`. The directory is polled, since fs.watch misses events on
+ * Docker volumes and network mounts. A file is taken only once its size, time and inode have
+ * stayed the same for the settle time: one still being written is left for a later poll. The job
+ * is exclusive, so on a shared volume one replica takes each file; a file it leaves in
+ * `processing/` (killed, its lease lost, the platform down) is pushed again by the next run, here
+ * or on another replica, before any file of the inbox.
  */
 export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions): JobSpec {
   const seen = new Map<string, { size: number; mtimeMs: number; ino: number; since: number }>();
@@ -383,7 +384,10 @@ interface FileOutcome {
   readonly read: number;
   /** Rows reported in the file's `.rejects.csv` as invalid (not those a later row replaced). */
   readonly rejected: number;
-  /** Contacts the platform refused or was given up on: none for an events file, sent later. */
+  /**
+   * Contacts that failed in this push: refused, or given up in it (not those given up earlier that
+   * the export holds unchanged: see PushSummary.stillGivenUp). None for an events file, sent later.
+   */
   readonly failed: number;
   readonly message: string;
 }

@@ -11,7 +11,10 @@ export interface StoredContact {
   readonly givenUp?: boolean | undefined;
   /** Why its last push failed. */
   readonly error?: string | null | undefined;
-  /** The name and professional it was last recorded with (pending or sent), to send one emptied since cleared. */
+  /**
+   * The name and professional it was last recorded with (pending or sent), to send one emptied
+   * since cleared; while a clear of one is not yet taken, the value the platform may still hold.
+   */
   readonly name?: string | null | undefined;
   readonly professionalId?: string | null | undefined;
 }

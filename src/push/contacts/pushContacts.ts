@@ -40,6 +40,7 @@ import {
   givenUpError,
   heldShortOfLimit,
   NO_STREAK,
+  rateLimitWaitOf,
   stillGivenUpError,
   streakAfterFailure,
   type UnavailableStreak,
@@ -91,11 +92,17 @@ export interface PushSummary {
   unavailable: number;
   /**
    * Of those failed, and not counted as unavailable: contacts the platform failed on
-   * GIVE_UP_AFTER_PUSHES pushes in a row while it answered otherwise (given up in this push), and
-   * contacts given up before that the file holds unchanged (not sent). Failed until an export
-   * changes them, or a full push.
+   * GIVE_UP_AFTER_PUSHES pushes in a row while it answered otherwise, given up in this push. Not
+   * sent again until an export changes them, or a full push.
    */
   givenUp: number;
+  /**
+   * Contacts given up on an earlier push that the file holds unchanged: not sent, and named in the
+   * report. Not counted as failed: nothing was tried, so nothing failed in this push (their
+   * failure was counted, and alerted on, when they were given up); or every daily export holding
+   * one would fail again, land in failed/ and keep ReviewMirrorContactsFailing firing.
+   */
+  stillGivenUp: number;
   /** Events the rules fired that were new to the outbox. */
   events: number;
   reportPath: string;
@@ -160,6 +167,7 @@ export async function pushContacts(
     failed: 0,
     unavailable: 0,
     givenUp: 0,
+    stillGivenUp: 0,
     events: 0,
     reportPath: report.path,
   };
@@ -184,12 +192,15 @@ export async function pushContacts(
       progress?.update('reading', size, size, summary.read);
     } finally {
       clearInterval(reading);
-      await report.close();
     }
     progress?.staged?.();
     await analyzeStagedContacts(db.knex, db);
-    await sendStaged(deps, pushId, options, summary, pushLog, run.fence, signal, progress);
+    // The report stays open while sending: the contacts given up earlier are named in it.
+    await sendStaged(deps, pushId, options, summary, { report, pushLog }, run.fence, signal, progress);
+    await report.close();
   } finally {
+    // Closed above unless the push failed: then that failure is the one thrown, not the report's.
+    await report.close().catch(() => undefined);
     // Rows a failed clear leaves are pruned by a later push; the push's own outcome stands.
     await clearStagedContacts(db.knex, db, pushId, { pruneAbandoned: !options.dryRun }).catch(
       (error: unknown) =>
@@ -219,7 +230,7 @@ async function sendStaged(
   pushId: string,
   options: PushContactsOptions,
   summary: PushSummary,
-  pushLog: PushLogWriter,
+  { report, pushLog }: { report: RejectReport; pushLog: PushLogWriter },
   fence: Fence,
   signal: AbortSignal | undefined,
   progress: PushProgress | undefined,
@@ -283,7 +294,10 @@ async function sendStaged(
     platformAnswered = true;
     // Outside the request's try: a database error recording a contact the platform accepted must
     // stop the push, never record it as failed (which the next push would send again).
-    await outcomes.add({ key: row.key, outcome: { sent: true, platformContactId: answer.id } });
+    await outcomes.add({
+      key: row.key,
+      outcome: { sent: true, platformContactId: answer.id, cleared: clear },
+    });
     const created = answer.created ?? operation === 'create';
     summary.sent++;
     unavailableInARow = 0;
@@ -304,6 +318,8 @@ async function sendStaged(
     // Nothing can be sent until an operator acts: the contact stays pending, and so do those not
     // yet sent. Stopped before this task ends, so the queue starts no other.
     if (result.kind === 'unauthorized' || result.kind === 'redirected') return stop(error);
+    const waitMs = rateLimitWaitOf(error);
+    if (waitMs !== undefined) return rateLimited(row, waitMs, error);
     if (result.kind === 'refused') platformAnswered = true;
     const streak = streakAfterFailure(prior, result, error, pushStartedAt);
     // A record the platform chokes on, failed push after push while the platform still answers
@@ -337,6 +353,27 @@ async function sendStaged(
       contentHash: row.hash,
     });
     await handledOne();
+  };
+  /**
+   * The platform asked to wait, and the client's retries did not get through (a `Retry-After`
+   * longer than their budget is not waited at all): every contact sent before the wait is over
+   * would meet the same 429, so the push stops instead of sending them one after the other. The
+   * platform did not look at this contact, nor will it at those not sent: they stay pending (no
+   * attempt counted), for the next push.
+   */
+  const rateLimited = (row: ContactRow, waitMs: number, error: unknown) => {
+    if (broken !== undefined) return;
+    const seconds = Math.ceil(waitMs / 1000);
+    log.warn(
+      { line: row.line, contact_key: row.key, retry_after_seconds: seconds },
+      'the platform rate-limits contacts past what the retries wait: the push stops, its contacts not sent stay pending',
+    );
+    stop(
+      new RetryableError(
+        `the platform answered 429 with a Retry-After of ${seconds} s, past what the client's retries wait (API_RETRY_BUDGET_SECONDS, API_MAX_RETRIES): the push stops, and its contacts not sent stay pending for the next push`,
+        { cause: error },
+      ),
+    );
   };
   /**
    * Whether a contact at its streak's limit failed for its own sake, not in an outage of the
@@ -394,12 +431,13 @@ async function sendStaged(
           continue;
         }
         if (operation === 'given_up') {
-          // Given up on an earlier push: failed again, as it was, without a request.
+          // Given up on an earlier push: not sent, and named in the report, which says how to send
+          // it again.
           const error = stillGivenUpError(stored?.error ?? null);
-          summary.failed++;
-          summary.givenUp++;
+          summary.stillGivenUp++;
           handled++;
           log.info({ line: row.line, contact_key: row.key, err: error }, 'contact not sent: given up');
+          await report.add({ line: row.line, field: '(row)', reason: error, key: row.key });
           pushLog.add({
             line: row.line,
             key: row.key,
@@ -492,6 +530,7 @@ function rowOutcomes(summary: PushSummary): Record<ContactRowOutcome, number> {
     rejected: summary.rejected,
     replaced: summary.replaced,
     failed: summary.failed,
+    still_given_up: summary.stillGivenUp,
   };
 }
 

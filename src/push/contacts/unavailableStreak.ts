@@ -53,6 +53,17 @@ export function contactAttemptResultOf(error: unknown, describe: (e: unknown) =>
 }
 
 /**
+ * The wait, in milliseconds, a 429 the client's retries did not get through asks for: its
+ * `Retry-After` outlasted the retry budget (the client gave up at once, without waiting), or the
+ * platform kept answering 429 through every retry. Undefined for any other failure, and for a 429
+ * without a wait (none, or `Retry-After: 0`): the client backed off on its own, as after a 5xx.
+ */
+export function rateLimitWaitOf(error: unknown): number | undefined {
+  if (!(error instanceof ApiUnavailableError) || error.status !== 429) return undefined;
+  return (error.retryAfterMs ?? 0) > 0 ? error.retryAfterMs : undefined;
+}
+
+/**
  * The streak after this push's failure of a contact. A refusal ends it (the contact is failed for
  * its own reason). A 429 or a connection that could not be made says nothing of the contact (the
  * platform never looked at it), so the streak stays as it was. A 5xx, a 408 or a request left
