@@ -39,16 +39,15 @@ export const heldShortOfLimit = (streak: UnavailableStreak): UnavailableStreak =
 /**
  * What the client threw, as the contacts push takes it. The outbox's policy (attemptResultOf)
  * with one difference: a contact is an upsert of its own content, so a 409 (a conflict with
- * another contact: an email taken by another external_id) and a 403 the key passed a check on
- * (an opted-out person) are the platform refusing that content, as a 422 is, not "not now". They
- * fail the contact with the platform's text, and a later export with it sends it again; counted
- * as unavailable, one such record held its export, and every export after it, for ever. A 408
- * stays a request the platform did not process in time.
+ * another contact: an email taken by another external_id) is the platform refusing that content,
+ * as a 422 or a 403 the key passed a check on (an opted-out person) is, not "not now". It fails the
+ * contact with the platform's text, and a later export with it sends it again; counted as
+ * unavailable, one such record held its export, and every export after it, for ever. A 408 stays
+ * a request the platform did not process in time.
  */
 export function contactAttemptResultOf(error: unknown, describe: (e: unknown) => string): AttemptResult {
-  if (error instanceof ApiRequestError && (error.status === 409 || error.status === 403)) {
+  if (error instanceof ApiRequestError && error.status === 409)
     return { kind: 'refused', error: describe(error) };
-  }
   return attemptResultOf(error, describe);
 }
 
