@@ -448,8 +448,13 @@ export function answerText(value: unknown): string | null {
   return storableText(String(value).slice(0, 200));
 }
 
-/** How long the platform's acceptance of the key, asked after a 403, stands for later 403s. */
-const KEY_CHECK_FRESH_MS = 30_000;
+/**
+ * How long the platform's acceptance of the key, asked after a 403, stands for later 403s. A 403
+ * it covers fails that record alone (a contact, an event for `events retry`), so a key deactivated
+ * within this time of a yes fails the records refused meanwhile instead of stopping them all: kept
+ * short, since one GET every few seconds is nothing beside a push's own requests.
+ */
+const KEY_CHECK_FRESH_MS = 5_000;
 
 /** What `platformErrorText` gives for an empty body. */
 export const NO_ERROR_TEXT = '(no error text)';

@@ -199,11 +199,24 @@ describe('the CRM inbox when a push fails', () => {
     );
     expect(await where('limited.csv')).toBe('processing');
     // The requests in flight when the first 429 came, no more: not one contact after another.
-    expect((await contactPosts()) - before).toBeLessThanOrEqual(4);
+    const sent = (await contactPosts()) - before;
+    expect(sent).toBeLessThanOrEqual(4);
+    // Nor again at the next polls: the inbox keeps to the Retry-After, whatever it finds.
+    await exportOf('limited-later.csv', 3);
+    for (let poll = 0; poll < 3; poll++) {
+      expect(String(await runInbox())).toMatch(
+        /limited\.csv not pushed: the platform asked for no contacts before \d{4}-\d\d-\d\dT[\d:.]+Z \(the Retry-After of a 429\)/,
+      );
+    }
+    expect((await contactPosts()) - before).toBe(sent);
+    expect(await where('limited-later.csv')).toBe('inbox');
     await sandbox.control.setFaults({});
+    // An hour later, as a restart would: in memory only.
+    inbox = undefined;
     await takeSettled();
+    expect(await where('limited-later.csv')).toBe('processed');
     expect(await where('limited.csv')).toBe('processed');
-    expect(await onPlatform()).toBe(122);
+    expect(await onPlatform()).toBe(125);
   });
 
   it('parks in failed/ an export without a column its mapping names, sending none of it', async () => {

@@ -18,17 +18,29 @@ interface GatewayFaults {
   refuse: (body: string) => string | undefined;
   /** Requests forwarded to the platform. */
   forwarded: number;
+  /**
+   * Awaited before a POST of an event is answered (refused or forwarded), with its body: lets a
+   * test order the answers, or hold them until it is ready.
+   */
+  beforeAnswer: (body: string) => Promise<void>;
 }
 
 /** A gateway in front of the sandbox, over real HTTP, for the answers the sandbox does not give. */
 export async function startOutboxGateway(upstream: string) {
-  const gateway: GatewayFaults = { unavailable: 0, badGateways: 0, refuse: () => undefined, forwarded: 0 };
+  const gateway: GatewayFaults = {
+    unavailable: 0,
+    badGateways: 0,
+    refuse: () => undefined,
+    forwarded: 0,
+    beforeAnswer: async () => {},
+  };
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', async () => {
       const body = Buffer.concat(chunks);
       const eventPost = req.method === 'POST' && req.url?.endsWith('/events') === true;
+      if (eventPost) await gateway.beforeAnswer(body.toString('utf8'));
       const refusal = eventPost ? gateway.refuse(body.toString('utf8')) : undefined;
       if (refusal !== undefined || (eventPost && gateway.unavailable > 0)) {
         if (refusal === undefined) gateway.unavailable--;

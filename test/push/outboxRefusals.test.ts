@@ -34,7 +34,7 @@ describe('outbox events answered 403', () => {
     await sandbox?.close();
   });
 
-  /** A sender with a client of its own: the client keeps the key check's yes for 30 s. */
+  /** A sender with a client of its own: the client keeps the key check's yes for a few seconds. */
   const sender = (url: string) => {
     const api = testApi(
       { url, apiKey: sandbox.apiKey },

@@ -12,7 +12,12 @@ import type { JobSpec } from '../../jobs/scheduler.js';
 import { enqueueEventsFile } from '../events/enqueueFile.js';
 import { formatOf, RecordFileError } from '../readRecords.js';
 import { addFileReason, ignoreGone, isReportName, REPORT_SUFFIX, reportPathOf } from '../rejectReport.js';
-import { type PushContactsDeps, type PushContactsOptions, pushContacts } from './pushContacts.js';
+import {
+  ContactsRateLimitedError,
+  type PushContactsDeps,
+  type PushContactsOptions,
+  pushContacts,
+} from './pushContacts.js';
 
 const EXPORT_FILE = /\.(csv|tsv|txt|jsonl|ndjson)$/i;
 /** The time a name already taken in processed/ or failed/ is given (`crm.2026-11-26T06-50-00-000Z.csv`). */
@@ -145,6 +150,12 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
     return moved;
   };
 
+  // Until when the platform asked to be sent no contacts (a 429's Retry-After that the client's
+  // retries did not wait out): kept across runs, or every poll would send the requests it has in
+  // flight into the same limit again. In memory: a restart, or another replica taking the job,
+  // tries once more, and stops at the first 429 again.
+  let rateLimitedUntil = 0;
+
   return {
     name: JOB.contactsInbox,
     schedule: options.schedule,
@@ -154,12 +165,23 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
         await mkdir(join(options.dir, sub), { recursive: true });
       }
       await finishMoves(deps, options.dir);
-      const pushTaken = (name: string, stats: Stats) =>
-        pushFile(deps, options, name, stats, {
-          counts,
-          signal,
-          run: run ?? { runId: undefined, fence: NO_FENCE },
-        });
+      const pushTaken = async (name: string, stats: Stats) => {
+        if (!EVENTS_FILE.test(name) && Date.now() < rateLimitedUntil) {
+          throw new RetryableError(
+            `${name} not pushed: the platform asked for no contacts before ${new Date(rateLimitedUntil).toISOString()} (the Retry-After of a 429)`,
+          );
+        }
+        try {
+          await pushFile(deps, options, name, stats, {
+            counts,
+            signal,
+            run: run ?? { runId: undefined, fence: NO_FENCE },
+          });
+        } catch (error) {
+          if (error instanceof ContactsRateLimitedError) rateLimitedUntil = Date.now() + error.retryAfterMs;
+          throw error;
+        }
+      };
       // Left by a run before this one: first, so no export is pushed after a newer one of its name.
       const left = await listExports(processing);
       forgetGone(

@@ -369,8 +369,9 @@ async function sendStaged(
       'the platform rate-limits contacts past what the retries wait: the push stops, its contacts not sent stay pending',
     );
     stop(
-      new RetryableError(
+      new ContactsRateLimitedError(
         `the platform answered 429 with a Retry-After of ${seconds} s, past what the client's retries wait (API_RETRY_BUDGET_SECONDS, API_MAX_RETRIES): the push stops, and its contacts not sent stay pending for the next push`,
+        waitMs,
         { cause: error },
       ),
     );
@@ -515,6 +516,21 @@ async function probePlatform(deps: PushContactsDeps, signal: AbortSignal | undef
       'the platform did not answer a probe: no contact is given up in this push',
     );
     return false;
+  }
+}
+
+/**
+ * A push stopped by a 429 whose `Retry-After` outlasted the client's retries: `retryAfterMs` is
+ * how long the platform asked to be left alone, which the inbox keeps to across its polls.
+ */
+export class ContactsRateLimitedError extends RetryableError {
+  override readonly name = 'ContactsRateLimitedError';
+  constructor(
+    message: string,
+    readonly retryAfterMs: number,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
   }
 }
 

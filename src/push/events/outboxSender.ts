@@ -133,10 +133,16 @@ export class OutboxSender {
       intervalCap: options.ratePerSecond,
       interval: 1_000,
     });
-    this.#decisions = new GroupCommit(async (batch) => {
-      const written = await this.#record(batch);
-      return batch.map((d) => written.has(d.id));
-    });
+    // One outcome the database refuses (a value or a constraint: not seen, but an operator's
+    // trigger or check could) fails alone: its batchmates' answers are known and written, instead
+    // of lapsing with it and going out again as unknown outcomes.
+    this.#decisions = new GroupCommit(
+      async (batch) => {
+        const written = await this.#record(batch);
+        return batch.map((d) => written.has(d.id));
+      },
+      { isolateWhen: isDataError },
+    );
     this.#starts = new GroupCommit(async (claims) => {
       const held = await renewClaims(deps.db.knex, deps.db, options.worker, claims, options.leaseMs, {
         starting: true,

@@ -1,0 +1,121 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../src/db/connect.js';
+import { SecretScrubber } from '../../src/log.js';
+import { OutboxSender } from '../../src/push/events/outboxSender.js';
+import { enqueueEvents } from '../../src/push/events/outboxSql.js';
+import { freshDb, POSTGRES_URL } from '../helpers/db.js';
+import { quietLog } from '../helpers/log.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { testApi } from '../pull/helpers.js';
+import { newEvent } from './helpers.js';
+import { startOutboxGateway } from './outboxGateway.js';
+
+/**
+ * Outcomes are written in groups. One the database refuses (here a check an operator added; the
+ * daemon's own values are made storable) must fail alone: the others in its group were answered
+ * by the platform, and dropped with it they would lapse and go out again as unknown outcomes. On
+ * the local server: the group is formed by holding the table locked from another session.
+ */
+describe('an outcome the database refuses, written in a group with others', () => {
+  let sandbox: TestSandbox;
+  let db: Db;
+  let gateway: Awaited<ReturnType<typeof startOutboxGateway>>;
+  let locker: pg.Client;
+  beforeAll(async () => {
+    sandbox = await testSandbox({ seed: 59 });
+    gateway = await startOutboxGateway(sandbox.url);
+    db = await freshDb({ url: POSTGRES_URL });
+    locker = new pg.Client({ connectionString: POSTGRES_URL });
+    await locker.connect();
+  });
+  afterAll(async () => {
+    await locker?.end();
+    await gateway?.close();
+    await db?.close();
+    await sandbox?.close();
+  });
+
+  it('fails that one alone: the others of its group are recorded sent', async () => {
+    const table = `"${db.schema}".events_outbox`;
+    await db.knex.raw(
+      `alter table ${table} add constraint poison_pill check (last_error is null or last_error not like '%poison-pill%')`,
+    );
+    const keys = ['iso-a', 'iso-b', 'iso-c', 'iso-poison'];
+    await enqueueEvents(
+      db.knex,
+      db,
+      keys.map((key) => newEvent(key)),
+    );
+    gateway.gateway.refuse = (body) => (body.includes('iso-poison@') ? 'poison-pill' : undefined);
+
+    // Once all four POSTs are in, the table is locked, so the first outcome's write waits; the
+    // others are answered 40 ms apart and the refused one last, so that it joins a group with
+    // the two answered after the first. The lock is let go once all four have been answered.
+    let arrived = 0;
+    let allIn!: () => void;
+    const allArrived = new Promise<void>((resolve) => {
+      allIn = resolve;
+    });
+    let answeredOthers = 0;
+    gateway.gateway.beforeAnswer = async (body) => {
+      arrived++;
+      if (arrived === keys.length) {
+        await locker.query('begin');
+        await locker.query(`lock table ${table} in exclusive mode`);
+        allIn();
+      }
+      await allArrived;
+      if (body.includes('iso-poison@')) {
+        await sleep(250);
+        setTimeout(() => void locker.query('commit'), 300);
+      } else {
+        await sleep(40 * answeredOthers++);
+      }
+    };
+
+    const sender = new OutboxSender(
+      {
+        db,
+        api: testApi(
+          { url: gateway.url, apiKey: sandbox.apiKey },
+          { retry: { maxRetries: 0, budgetMs: 0, baseDelayMs: 5, maxDelayMs: 50 } },
+        ),
+        log: quietLog,
+        scrubber: new SecretScrubber([sandbox.apiKey]),
+      },
+      {
+        worker: 'isolation',
+        concurrency: 4,
+        ratePerSecond: 100,
+        leaseMs: 30_000,
+        policy: {
+          unknownOutcome: 'retry',
+          maxAttempts: 10,
+          baseDelayMs: 1,
+          maxDelayMs: 1,
+          notSentMaxDelayMs: 1,
+        },
+      },
+    );
+    // The refused write ends the drain, as any failed outcome write does.
+    const drained = await sender.drain().then(
+      () => undefined,
+      (error: unknown) => error as { code?: string },
+    );
+    expect(drained?.code).toBe('23514');
+
+    const rows = await db
+      .knex(db.table('events_outbox'))
+      .orderBy('idempotency_key')
+      .select('idempotency_key', 'state');
+    expect(Object.fromEntries(rows.map((r) => [r.idempotency_key, r.state]))).toEqual({
+      'iso-a': 'sent',
+      'iso-b': 'sent',
+      'iso-c': 'sent',
+      // Its claim lapses in time, and the policy takes it back as an unknown outcome.
+      'iso-poison': 'sending',
+    });
+  });
+});
