@@ -277,7 +277,22 @@ describe('outbox SQL', () => {
     await outbox().where({ idempotency_key: 'last-try' }).del();
   });
 
-  it('fails an event at EVENTS_MAX_ATTEMPTS lapses when that is fewer than three', async () => {
+  it('parks, not fails, a flagged event at its second lapse with EVENTS_MAX_ATTEMPTS=2, as with any budget over 1', async () => {
+    const policy = { unknownOutcome: 'retry', maxAttempts: 2 } as const;
+    await enqueueEvents(db.knex, db, [newEvent('two-tries')]);
+    await claimAndDie();
+    expect(await releaseExpiredClaims(db.knex, db, policy)).toMatchObject({ retried: 1, failed: 0 });
+    await claimAndDie();
+    expect(await releaseExpiredClaims(db.knex, db, policy)).toMatchObject({ failed: 0, parked: 1 });
+    expect(await outbox().where({ idempotency_key: 'two-tries' }).first()).toMatchObject({
+      state: 'parked',
+      lapsed_claims: 2,
+      possible_duplicate: true,
+    });
+    await outbox().where({ idempotency_key: 'two-tries' }).del();
+  });
+
+  it('fails an event at its first lapse with EVENTS_MAX_ATTEMPTS=1: no resend after an unknown outcome', async () => {
     await enqueueEvents(db.knex, db, [newEvent('one-try')]);
     await claimAndDie();
     expect(await releaseExpiredClaims(db.knex, db, { unknownOutcome: 'retry', maxAttempts: 1 })).toEqual({

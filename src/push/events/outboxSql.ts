@@ -244,8 +244,9 @@ export interface ReleasedClaims {
  * answer, once: an event already flagged (sent again after an unknown outcome, or after a lapse)
  * whose claim lapses is parked for an operator, as sendPolicy.decideAfterAttempt parks one whose
  * outcome is unknown again, so that the platform holds at most two copies. So a poison event (one
- * that kills every worker that sends it) is parked at its second lapse; MAX_LAPSED_CLAIMS (or
- * EVENTS_MAX_ATTEMPTS, if fewer) fails it before that only when EVENTS_MAX_ATTEMPTS is 1. Lapses are
+ * that kills every worker that sends it) is parked at its second lapse; it is failed at its first
+ * when EVENTS_MAX_ATTEMPTS is 1 (no resend after an unknown outcome, as sendPolicy has it), and at
+ * MAX_LAPSED_CLAIMS only if it was never flagged (as an earlier version could leave it). Lapses are
  * counted apart from attempts: one on its last attempt after an outage must not be failed because
  * its replica was killed once. Under `park` they wait for an operator.
  */
@@ -255,7 +256,9 @@ export async function releaseExpiredClaims(
   policy: Pick<SendPolicy, 'unknownOutcome' | 'maxAttempts'>,
 ): Promise<ReleasedClaims> {
   const park = policy.unknownOutcome === 'park';
-  const lapseLimit = Math.min(MAX_LAPSED_CLAIMS, policy.maxAttempts);
+  // EVENTS_MAX_ATTEMPTS says only whether an unknown outcome gets its one resend (1: none), as in
+  // sendPolicy.decideAfterAttempt: a budget of 2 must not fail at the second lapse what it parks.
+  const lapseLimit = policy.maxAttempts <= 1 ? 1 : MAX_LAPSED_CLAIMS;
   const lapses = `case when lapsed_claims = 0 then '1 time' else (lapsed_claims + 1) || ' times' end`;
   // The events one dead worker was sending fall due one after another, LAPSE_SPACING_SECONDS
   // apart, not together: a poison event is then claimed again on its own, and the events sent
