@@ -3,12 +3,11 @@ import { valueWithin } from '../boundedWait.js';
 import type { Db } from '../db/connect.js';
 import { describeError } from '../errors.js';
 import { JOB } from '../jobs/jobNames.js';
-import { type LastSuccess, readLastSuccesses } from '../jobs/lastSuccessSql.js';
+import { type LastSuccess, readLastCompletePush, readLastSuccesses } from '../jobs/lastSuccessSql.js';
 import type { Logger } from '../log.js';
 import { type Metrics, unsetGauge } from '../metrics.js';
 import { readCheckpoint } from '../pull/syncStateSql.js';
 import { healthOfCounts, WEBHOOK_STATES } from '../webhooks/health.js';
-import { readLastCompleteContactsPush } from './contactsPushSql.js';
 
 /** The jobs whose successful run is a walk that reached its end (what `lastCompleteWalk` counts). */
 const WALK_JOBS: readonly string[] = [JOB.reviews, JOB.reconcile, JOB.locations, JOB.professionals];
@@ -106,7 +105,7 @@ export class MirrorGauges {
       const [checkpoint, successes, contactsPushed] = await Promise.all([
         readCheckpoint(db.knex, db, JOB.reviews),
         readLastSuccesses(db.knex, db, Object.values(JOB)),
-        readLastCompleteContactsPush(db.knex, db),
+        readLastCompletePush(db.knex, db, [JOB.contactsInbox, JOB.contactsPush]),
       ]);
       // The review sync sets it from the same watermark when its walk completes.
       if (checkpoint.watermark !== null) {

@@ -143,9 +143,7 @@ export async function ensureRegistration(
       // The platform's text may echo a signing secret (the refused webhook's own): hidden as a
       // listed webhook's last_error is, before it is logged.
       const err = deps.secrets.scrub(describeError(error));
-      const level = deps.warnedUndeletable?.has(id) === true ? 'debug' : 'warn';
-      deps.warnedUndeletable?.add(id);
-      log[level](
+      log[warnOnce(deps.warnedUndeletable, id)](
         { webhookId: id, err },
         'duplicate webhook for WEBHOOK_PUBLIC_URL not deleted: tried again at the next health run (`review-mirror webhooks delete` deletes it by hand)',
       );
