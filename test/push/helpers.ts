@@ -1,11 +1,16 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { PartnerApi } from '../../src/partner-api/client.js';
+import { OutboxSender, type OutboxSenderDeps } from '../../src/push/events/outboxSender.js';
 import type { NewEvent } from '../../src/push/events/outboxSql.js';
+import type { UnknownOutcomePolicy } from '../../src/push/events/sendPolicy.js';
 import { cliEnv } from '../helpers/cli.js';
 import { TEST_DATABASE_URL } from '../helpers/db.js';
 import { seededDataDir } from '../helpers/embeddedTemplate.js';
+import { quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { testApi } from '../pull/helpers.js';
 
 /** An event to enqueue, keyed `key`, to `key@example.com`, carrying its key in its metadata. */
 export const newEvent = (key: string, over: Partial<NewEvent> = {}): NewEvent => ({
@@ -50,4 +55,45 @@ export async function pushCliSetup(options: {
     ...options.env,
   });
   return { sandbox, dir, env };
+}
+
+/**
+ * An outbox sender for tests over the wire: an API client of its own that sends each request once
+ * (no client retries, so each attempt is the sender's), every backoff 1 ms, a 30 s lease.
+ * `close` the api when done.
+ */
+export function quickOutboxSender(
+  deps: Pick<OutboxSenderDeps, 'db' | 'scrubber'>,
+  platform: { url: string; apiKey: string; requestTimeoutMs?: number },
+  options: {
+    worker: string;
+    concurrency: number;
+    unknownOutcome?: UnknownOutcomePolicy;
+    maxAttempts?: number;
+  },
+): { sender: OutboxSender; api: PartnerApi } {
+  const api = testApi(
+    { url: platform.url, apiKey: platform.apiKey },
+    {
+      ...(platform.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: platform.requestTimeoutMs }),
+      retry: { maxRetries: 0, budgetMs: 0, baseDelayMs: 5, maxDelayMs: 50 },
+    },
+  );
+  const sender = new OutboxSender(
+    { ...deps, api, log: quietLog },
+    {
+      worker: options.worker,
+      concurrency: options.concurrency,
+      ratePerSecond: 100,
+      leaseMs: 30_000,
+      policy: {
+        unknownOutcome: options.unknownOutcome ?? 'retry',
+        maxAttempts: options.maxAttempts ?? 10,
+        baseDelayMs: 1,
+        maxDelayMs: 1,
+        notSentMaxDelayMs: 1,
+      },
+    },
+  );
+  return { sender, api };
 }

@@ -3,13 +3,11 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import { SecretScrubber } from '../../src/log.js';
-import { OutboxSender } from '../../src/push/events/outboxSender.js';
+import type { PartnerApi } from '../../src/partner-api/client.js';
 import { enqueueEvents } from '../../src/push/events/outboxSql.js';
 import { freshDb, POSTGRES_URL } from '../helpers/db.js';
-import { quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
-import { testApi } from '../pull/helpers.js';
-import { newEvent } from './helpers.js';
+import { newEvent, quickOutboxSender } from './helpers.js';
 import { startOutboxGateway } from './outboxGateway.js';
 
 /**
@@ -23,6 +21,7 @@ describe('an outcome the database refuses, written in a group with others', () =
   let db: Db;
   let gateway: Awaited<ReturnType<typeof startOutboxGateway>>;
   let locker: pg.Client;
+  const apis: PartnerApi[] = [];
   beforeAll(async () => {
     sandbox = await testSandbox({ seed: 59 });
     gateway = await startOutboxGateway(sandbox.url);
@@ -31,6 +30,7 @@ describe('an outcome the database refuses, written in a group with others', () =
     await locker.connect();
   });
   afterAll(async () => {
+    for (const api of apis) await api.close();
     await locker?.end();
     await gateway?.close();
     await db?.close();
@@ -75,30 +75,12 @@ describe('an outcome the database refuses, written in a group with others', () =
       }
     };
 
-    const sender = new OutboxSender(
-      {
-        db,
-        api: testApi(
-          { url: gateway.url, apiKey: sandbox.apiKey },
-          { retry: { maxRetries: 0, budgetMs: 0, baseDelayMs: 5, maxDelayMs: 50 } },
-        ),
-        log: quietLog,
-        scrubber: new SecretScrubber([sandbox.apiKey]),
-      },
-      {
-        worker: 'isolation',
-        concurrency: 4,
-        ratePerSecond: 100,
-        leaseMs: 30_000,
-        policy: {
-          unknownOutcome: 'retry',
-          maxAttempts: 10,
-          baseDelayMs: 1,
-          maxDelayMs: 1,
-          notSentMaxDelayMs: 1,
-        },
-      },
+    const { sender, api } = quickOutboxSender(
+      { db, scrubber: new SecretScrubber([sandbox.apiKey]) },
+      { url: gateway.url, apiKey: sandbox.apiKey },
+      { worker: 'isolation', concurrency: 4 },
     );
+    apis.push(api);
     // The refused write ends the drain, as any failed outcome write does.
     const drained = await sender.drain().then(
       () => undefined,

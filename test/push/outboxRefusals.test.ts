@@ -2,13 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import { SecretScrubber } from '../../src/log.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
-import { OutboxSender } from '../../src/push/events/outboxSender.js';
 import { enqueueEvents, resolveEvent } from '../../src/push/events/outboxSql.js';
 import { freshDb } from '../helpers/db.js';
-import { quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
-import { testApi } from '../pull/helpers.js';
-import { newEvent } from './helpers.js';
+import { newEvent, quickOutboxSender } from './helpers.js';
 import { startOutboxGateway } from './outboxGateway.js';
 
 /**
@@ -36,27 +33,13 @@ describe('outbox events answered 403', () => {
 
   /** A sender with a client of its own: the client keeps the key check's yes for a few seconds. */
   const sender = (url: string) => {
-    const api = testApi(
+    const { sender, api } = quickOutboxSender(
+      { db, scrubber: new SecretScrubber([sandbox.apiKey]) },
       { url, apiKey: sandbox.apiKey },
-      { retry: { maxRetries: 0, budgetMs: 0, baseDelayMs: 5, maxDelayMs: 50 } },
+      { worker: 'refusals', concurrency: 2 },
     );
     apis.push(api);
-    return new OutboxSender(
-      { db, api, log: quietLog, scrubber: new SecretScrubber([sandbox.apiKey]) },
-      {
-        worker: 'refusals',
-        concurrency: 2,
-        ratePerSecond: 100,
-        leaseMs: 30_000,
-        policy: {
-          unknownOutcome: 'retry',
-          maxAttempts: 10,
-          baseDelayMs: 1,
-          maxDelayMs: 1,
-          notSentMaxDelayMs: 1,
-        },
-      },
-    );
+    return sender;
   };
   const row = (key: string) =>
     db

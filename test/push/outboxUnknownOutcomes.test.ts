@@ -2,14 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import { SecretScrubber } from '../../src/log.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
-import { OutboxSender } from '../../src/push/events/outboxSender.js';
+import type { OutboxSender } from '../../src/push/events/outboxSender.js';
 import { enqueueEvents, resolveEvent } from '../../src/push/events/outboxSql.js';
 import type { UnknownOutcomePolicy } from '../../src/push/events/sendPolicy.js';
 import { freshDb } from '../helpers/db.js';
-import { quietLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
-import { testApi } from '../pull/helpers.js';
-import { newEvent } from './helpers.js';
+import { newEvent, quickOutboxSender } from './helpers.js';
 import { startOutboxGateway } from './outboxGateway.js';
 
 /**
@@ -39,21 +37,13 @@ describe('outbox unknown outcomes and outages', () => {
     unknownOutcome: UnknownOutcomePolicy,
     { url = sandbox.url, requestTimeoutMs = 2_000, maxAttempts = 10 } = {},
   ) => {
-    const api = testApi(
-      { url, apiKey: sandbox.apiKey },
-      { requestTimeoutMs, retry: { maxRetries: 0, budgetMs: 0, baseDelayMs: 5, maxDelayMs: 50 } },
+    const { sender, api } = quickOutboxSender(
+      { db, scrubber: new SecretScrubber() },
+      { url, apiKey: sandbox.apiKey, requestTimeoutMs },
+      { worker: `unknown-${unknownOutcome}`, concurrency: 1, unknownOutcome, maxAttempts },
     );
     apis.push(api);
-    return new OutboxSender(
-      { db, api, log: quietLog, scrubber: new SecretScrubber() },
-      {
-        worker: `unknown-${unknownOutcome}`,
-        concurrency: 1,
-        ratePerSecond: 100,
-        leaseMs: 30_000,
-        policy: { unknownOutcome, maxAttempts, baseDelayMs: 1, maxDelayMs: 1, notSentMaxDelayMs: 1 },
-      },
-    );
+    return sender;
   };
   /**
    * Drains until a drain finds nothing to do, adding up the counts: a drain ends when nothing is due
