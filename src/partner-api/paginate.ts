@@ -1,9 +1,8 @@
-import type { z } from 'zod';
 import { unstorableReason } from '../db/storableText.js';
 import type { Logger } from '../log.js';
 import { ApiProtocolError } from './errors.js';
 import type { Pagination } from './paginationSchema.js';
-import { type RejectedRecord, splitValid } from './validRecords.js';
+import { type RecordSchema, type RejectedRecord, splitValid } from './validRecords.js';
 
 /** One page of a cursor walk, with the cursor to checkpoint once the page is safely stored. */
 export interface Page<T> {
@@ -90,12 +89,12 @@ function countMismatchOf(records: readonly unknown[], pagination: Pagination): C
  * countMismatchOf), its continuation read, then its records validated one by one, the rejected
  * ones kept for the quarantine (splitValid).
  */
-export function pageOf<S extends z.ZodType>(
+export function pageOf<T>(
   records: readonly unknown[],
   pagination: Pagination,
-  record: S,
+  record: RecordSchema<T>,
   where: { readonly route: string; readonly field: string; readonly limit: number },
-): Page<z.output<S>> {
+): Page<T> {
   const { route, field, limit } = where;
   checkPageSize(records, limit, route);
   const countMismatch = countMismatchOf(records, pagination);
@@ -174,6 +173,7 @@ export async function* paginate<T>(
   };
   const lookahead = new AbortController();
   const onAbort = () => lookahead.abort(signal?.reason);
+  // A signal aborted already fires no 'abort': the walk would fetch on, unstopped.
   signal?.addEventListener('abort', onAbort, { once: true });
   const start = (cursor: string | null) => {
     const pending = fetchPage(cursor, lookahead.signal);

@@ -1,7 +1,7 @@
 import type { HttpClient } from './http.js';
 import { type Page, pageOf, paginate } from './paginate.js';
 import type { ResourceOptions } from './resourceOptions.js';
-import { type Review, reviewPageSchema, reviewSchema } from './reviewsSchema.js';
+import { type Review, reviewPageSchema, reviewRecord } from './reviewsSchema.js';
 
 const ROUTE = 'GET /reviews';
 
@@ -28,7 +28,7 @@ export function makeReviewsApi(http: HttpClient, options: ResourceOptions): Revi
       schema: reviewPageSchema,
       signal,
     });
-    return pageOf(body.reviews, body.pagination, reviewSchema, {
+    return pageOf(body.reviews, body.pagination, reviewRecord, {
       route: ROUTE,
       field: 'reviews',
       limit: options.pageSize,

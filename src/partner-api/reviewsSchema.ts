@@ -1,8 +1,10 @@
 import { z } from 'zod';
+import { canonicalReview } from './canonicalReview.js';
 import { indexedText } from './indexedText.js';
 import { pageRecords, paginationSchema } from './paginationSchema.js';
 import { isoTimestamp } from './timestampSchema.js';
 import { uuidText } from './uuidText.js';
+import type { RecordSchema } from './validRecords.js';
 
 /**
  * What the platform sends (spec 2.1, 4.3). Strict about what we store and lenient about extra
@@ -23,6 +25,17 @@ export const reviewSchema = z.object({
   professional: z.object({ id: uuidText.nullish(), name: z.string().nullish() }).nullish(),
 });
 export type Review = z.infer<typeof reviewSchema>;
+
+/**
+ * How the feed's reviews are read: by canonicalReview, when a review has the spec's form, and by
+ * reviewSchema otherwise, which the first answers for (see canonicalReview.ts).
+ */
+export const reviewRecord: RecordSchema<Review> = {
+  safeParse(raw) {
+    const review = canonicalReview(raw);
+    return review === undefined ? reviewSchema.safeParse(raw) : { success: true, data: review };
+  },
+};
 
 // Each review is checked on its own (validRecords.ts): one bad record is quarantined, not fatal.
 export const reviewPageSchema = z.object({ reviews: pageRecords, pagination: paginationSchema });

@@ -9,6 +9,14 @@ export interface RejectedRecord {
   readonly reason: string;
 }
 
+/**
+ * What a page's records are read with: a zod schema, or one with a fast path before it (as
+ * reviewRecord), which answers as the schema would.
+ */
+export interface RecordSchema<T> {
+  safeParse(raw: unknown): z.ZodSafeParseResult<T>;
+}
+
 /** A record `schema` rejected, with the first offending field and why. */
 export function rejection(raw: unknown, error: z.ZodError): RejectedRecord {
   const issue = error.issues[0]!;
@@ -30,13 +38,13 @@ export const SCHEMA_CHANGE_MIN_RECORDS = 2;
  * ApiSchemaError when most of a full page of `limit` records is rejected (see
  * SCHEMA_CHANGE_MIN_RECORDS).
  */
-export function splitValid<S extends z.ZodType>(
+export function splitValid<T>(
   records: readonly unknown[],
-  schema: S,
+  schema: RecordSchema<T>,
   where: { route: string; status: number; field: string },
   limit: number,
-): { valid: Array<z.output<S>>; rejected: RejectedRecord[] } {
-  const valid: Array<z.output<S>> = [];
+): { valid: T[]; rejected: RejectedRecord[] } {
+  const valid: T[] = [];
   const rejected: RejectedRecord[] = [];
   for (const raw of records) {
     const parsed = schema.safeParse(raw);

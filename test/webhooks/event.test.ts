@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseEvent } from '../../src/webhooks/event.js';
+import { parseEvent, reviewCreatedEventSchema } from '../../src/webhooks/event.js';
 
 const review = {
   id: '6f1c2a5e-8a7b-4c1d-9e2f-0a1b2c3d4e5f',
@@ -22,6 +22,25 @@ describe('parseEvent', () => {
     // Only the signed X-EE-Timestamp dates a delivery: the body's time is not read.
     for (const timestamp of [1700000000, 'yesterday', undefined]) {
       expect(parseEvent(body({ event: 'review.created', timestamp, data: review })).ok).toBe(true);
+    }
+  });
+
+  it('reads a delivery as its schema does, whether its review has the spec form or not', () => {
+    const variants = [
+      review,
+      { ...review, professional: { id: review.id, name: 'Dr Who' }, reviewer: { name: 'Ann', email: 'a@b' } },
+      // Left to the schema: an upper-case id, an absent field, an offset.
+      { ...review, id: review.id.toUpperCase() },
+      { ...review, comment: undefined },
+      { ...review, created_at: '2026-11-01T10:00:00+00:00' },
+    ];
+    for (const data of variants) {
+      const delivery = { event: 'review.created', timestamp: '1', data, extra: 1 };
+      const parsed = parseEvent(body(delivery));
+      expect(parsed).toStrictEqual({
+        ok: true,
+        event: reviewCreatedEventSchema.parse(JSON.parse(JSON.stringify(delivery))),
+      });
     }
   });
 
