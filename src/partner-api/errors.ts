@@ -14,6 +14,8 @@ export interface ApiErrorDetails {
   readonly outcomeUnknown?: boolean | undefined;
   /** How long the platform asked to wait before trying again (`Retry-After`), in milliseconds. */
   readonly retryAfterMs?: number | undefined;
+  /** That `Retry-After` is longer than the client's retries wait (retryPolicy). */
+  readonly retryAfterOutlastsRetries?: boolean | undefined;
 }
 
 /** The platform or the network failed in a way that may pass: 5xx, 429, timeouts, truncated bodies. */
@@ -33,12 +35,19 @@ export class ApiUnavailableError extends RetryableError {
    * that keeps the work for later (the events outbox) waits at least that long.
    */
   readonly retryAfterMs: number | undefined;
+  /**
+   * The `Retry-After` is longer than the client's retries ever wait: it gave up at once, and would
+   * on any request sent before the wait is over, so a caller with more to send stops instead.
+   * False when there was none, or the retries waited it and the platform still failed.
+   */
+  readonly retryAfterOutlastsRetries: boolean;
   constructor(message: string, details: ApiErrorDetails) {
     super(message, { cause: details.cause });
     this.route = details.route;
     this.status = details.status;
     this.outcomeUnknown = details.outcomeUnknown ?? details.status === undefined;
     this.retryAfterMs = details.retryAfterMs;
+    this.retryAfterOutlastsRetries = details.retryAfterOutlastsRetries ?? false;
   }
 }
 

@@ -16,6 +16,7 @@ import {
   nextRetryDelayMs,
   parseRetryAfter,
   type RetryPolicy,
+  retryAfterOutlastsRetries,
 } from './retryPolicy.js';
 
 /**
@@ -260,7 +261,13 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
     if (isRetryableStatus(status)) {
       const reason: FailureReason = status === 429 ? 'rate_limited' : 'server_error';
       const retryAfterMs = parseRetryAfter(headers['retry-after'], Date.now());
-      const error = new ApiUnavailableError(`${route} answered ${status}`, { route, status, retryAfterMs });
+      const error = new ApiUnavailableError(`${route} answered ${status}`, {
+        route,
+        status,
+        retryAfterMs,
+        retryAfterOutlastsRetries:
+          retryAfterMs !== undefined && retryAfterOutlastsRetries(retryAfterMs, retry),
+      });
       throw new AttemptFailure(reason, idempotent || status === 429, error, retryAfterMs);
     }
     if (status < 200 || status > 299) throw new ApiRequestError(platformErrorText(text), { route, status });

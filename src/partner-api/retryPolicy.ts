@@ -72,6 +72,16 @@ export function nextRetryDelayMs(
 }
 
 /**
+ * Whether the platform's `Retry-After` is longer than the client's retries ever wait: past the
+ * budget, or no retries at all. The request that met it gave up at once, and so would any request
+ * sent before the wait is over: a caller with more to send keeps it for then instead.
+ */
+export function retryAfterOutlastsRetries(retryAfterMs: number, policy: RetryPolicy): boolean {
+  const fresh = { retriesSoFar: 0, elapsedMs: 0, retryAfterMs };
+  return retryAfterMs > 0 && nextRetryDelayMs(fresh, policy, () => 0) === undefined;
+}
+
+/**
  * The platform's certificate refused (self-signed, expired, unknown issuer, another host's name).
  * Node checks it at the end of a new connection's handshake and destroys the socket before
  * `secureConnect`; undici writes a request only on a socket past `secureConnect`, and rejects the

@@ -3,7 +3,7 @@ import { type Faults, INVALID_REVIEW_SHAPES, type InvalidReviewShape } from './s
 
 /** What happens to one partner request before (or instead of) its handler. */
 export interface PartnerFault {
-  outcome: 'pass' | 'error500' | 'error429' | 'hang' | 'truncated' | 'lateAnswer';
+  outcome: 'pass' | 'error500' | 'error429' | 'error503' | 'hang' | 'truncated' | 'lateAnswer';
   delayMs: number;
   /** The error body echoes the API key; a request that would pass is answered 400 instead. */
   echoKey: boolean;
@@ -55,7 +55,7 @@ export class FaultPlan {
     const echoKey = f.echoKey ?? false;
     // One draw picks at most one failure; the fractions are disjoint bands of [0, 1).
     let r = this.#random();
-    for (const outcome of ['hang', 'error500', 'error429', 'truncated', 'lateAnswer'] as const) {
+    for (const outcome of ['hang', 'error500', 'error429', 'error503', 'truncated', 'lateAnswer'] as const) {
       const p = f[outcome] ?? 0;
       if (r < p) return { outcome, delayMs, echoKey };
       r -= p;

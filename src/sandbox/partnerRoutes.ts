@@ -152,6 +152,12 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRoutes
           .code(429)
           .header('retry-after', String(faults.retryAfterSeconds))
           .send({ error: echo('Too many requests') });
+      case 'error503': {
+        // Many a 503 says nothing of when to come back: a Retry-After only when the test asks.
+        const retryAfter = faults.current.partner?.retryAfterSeconds;
+        if (retryAfter !== undefined) reply.header('retry-after', String(retryAfter));
+        return reply.code(503).send({ error: echo('Service unavailable') });
+      }
       case 'truncated':
         request.truncate = true;
         break;

@@ -125,6 +125,8 @@ export const partnerFaultsSchema = z
   .strictObject({
     error500: fraction.optional(),
     error429: fraction.optional(),
+    /** 503, with a Retry-After only when `retryAfterSeconds` is given: a platform down for maintenance. */
+    error503: fraction.optional(),
     retryAfterSeconds: z.int().min(0).max(86_400).optional(),
     delay: fraction.optional(),
     delayMs: z.int().min(0).max(600_000).optional(),
@@ -146,8 +148,14 @@ export const partnerFaultsSchema = z
   })
   .refine(
     (f) =>
-      (f.error500 ?? 0) + (f.error429 ?? 0) + (f.hang ?? 0) + (f.truncated ?? 0) + (f.lateAnswer ?? 0) <= 1,
-    'error500 + error429 + hang + truncated + lateAnswer must not exceed 1',
+      (f.error500 ?? 0) +
+        (f.error429 ?? 0) +
+        (f.error503 ?? 0) +
+        (f.hang ?? 0) +
+        (f.truncated ?? 0) +
+        (f.lateAnswer ?? 0) <=
+      1,
+    'error500 + error429 + error503 + hang + truncated + lateAnswer must not exceed 1',
   );
 
 export const webhookFaultsSchema = z.strictObject({

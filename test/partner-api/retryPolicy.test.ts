@@ -6,6 +6,7 @@ import {
   nextRetryDelayMs,
   parseRetryAfter,
   type RetryPolicy,
+  retryAfterOutlastsRetries,
 } from '../../src/partner-api/retryPolicy.js';
 
 const policy: RetryPolicy = { maxRetries: 3, budgetMs: 10_000, baseDelayMs: 100, maxDelayMs: 1_000 };
@@ -82,6 +83,19 @@ describe('nextRetryDelayMs', () => {
     expect(
       nextRetryDelayMs({ retriesSoFar: 0, elapsedMs: 0, retryAfterMs: 60_000 }, policy, half),
     ).toBeUndefined();
+  });
+});
+
+describe('retryAfterOutlastsRetries', () => {
+  it('is a wait longer than the whole budget', () => {
+    expect(retryAfterOutlastsRetries(10_001, policy)).toBe(true);
+    expect(retryAfterOutlastsRetries(10_000, policy)).toBe(false);
+    expect(retryAfterOutlastsRetries(1_000, policy)).toBe(false);
+  });
+
+  it('is any wait when the client makes no retries, and never no wait', () => {
+    expect(retryAfterOutlastsRetries(1_000, { ...policy, maxRetries: 0 })).toBe(true);
+    expect(retryAfterOutlastsRetries(0, { ...policy, maxRetries: 0 })).toBe(false);
   });
 });
 

@@ -7,9 +7,7 @@ import type { Db } from '../../src/db/connect.js';
 import { NO_FENCE } from '../../src/jobs/lease.js';
 import { SecretScrubber } from '../../src/log.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
-import { ApiUnavailableError } from '../../src/partner-api/errors.js';
 import { type PushContactsOptions, pushContacts } from '../../src/push/contacts/pushContacts.js';
-import { rateLimitWaitOf } from '../../src/push/contacts/unavailableStreak.js';
 import { freshDb } from '../helpers/db.js';
 import { capturedLog } from '../helpers/log.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
@@ -110,25 +108,5 @@ describe('a contacts push the platform rate-limits for longer than the retry bud
     expect(after.error).toBeUndefined();
     expect(after.summary).toMatchObject({ sent: 40, failed: 0 });
     expect(await outcomes('rl')).toEqual({ sent: 40 });
-  });
-});
-
-describe('rateLimitWaitOf', () => {
-  const answered = (status: number, retryAfterMs?: number) =>
-    new ApiUnavailableError(`POST /contacts answered ${status}`, {
-      route: 'POST /contacts',
-      status,
-      retryAfterMs,
-    });
-
-  it("is the wait of a 429 the client's retries did not get through", () => {
-    expect(rateLimitWaitOf(answered(429, 600_000))).toBe(600_000);
-  });
-
-  it('is none for a 429 that asks for no wait, and for any other failure', () => {
-    expect(rateLimitWaitOf(answered(429))).toBeUndefined();
-    expect(rateLimitWaitOf(answered(429, 0))).toBeUndefined();
-    expect(rateLimitWaitOf(answered(503, 600_000))).toBeUndefined();
-    expect(rateLimitWaitOf(new Error('POST /contacts answered 429'))).toBeUndefined();
   });
 });

@@ -187,37 +187,45 @@ describe('the CRM inbox when a push fails', () => {
     expect(await onPlatform()).toBe(82);
   });
 
-  it('stops a push at a rate limit longer than the retry budget, and leaves the export in place', async () => {
-    await exportOf('limited.csv', 40);
-    const before = await contactPosts();
-    await sandbox.control.setFaults({
-      partner: { error429: 1, retryAfterSeconds: 3_600, routes: ['/api/v1/partner/contacts'] },
-    });
-    expect(await runInbox()).toBe('success');
-    expect(String(await runInbox())).toMatch(
-      /the platform answered 429 with a Retry-After of 3600 s, past what the client's retries wait .*: the push stops/,
-    );
-    expect(await where('limited.csv')).toBe('processing');
-    // The requests in flight when the first 429 came, no more: not one contact after another.
-    const sent = (await contactPosts()) - before;
-    expect(sent).toBeLessThanOrEqual(4);
-    // Nor again at the next polls: the inbox keeps to the Retry-After, whatever it finds.
-    await exportOf('limited-later.csv', 3);
-    for (let poll = 0; poll < 3; poll++) {
-      expect(String(await runInbox())).toMatch(
-        /limited\.csv not pushed: the platform asked for no contacts before \d{4}-\d\d-\d\dT[\d:.]+Z \(the Retry-After of a 429\)/,
+  for (const [status, fault] of [
+    [429, 'error429'],
+    [503, 'error503'],
+  ] as const) {
+    it(`stops a push at a ${status} whose Retry-After is longer than the retry budget, and leaves the export in place`, async () => {
+      const [held, later] = [`held-${status}.csv`, `held-${status}-later.csv`];
+      await exportOf(held, 40);
+      const before = { posts: await contactPosts(), onPlatform: await onPlatform() };
+      await sandbox.control.setFaults({
+        partner: { [fault]: 1, retryAfterSeconds: 3_600, routes: ['/api/v1/partner/contacts'] },
+      });
+      expect(await runInbox()).toBe('success');
+      const stopped = String(await runInbox());
+      expect(stopped).toContain(
+        `the platform answered ${status} with a Retry-After of 3600 s, past what the client's retries wait`,
       );
-    }
-    expect((await contactPosts()) - before).toBe(sent);
-    expect(await where('limited-later.csv')).toBe('inbox');
-    await sandbox.control.setFaults({});
-    // An hour later, as a restart would: in memory only.
-    inbox = undefined;
-    await takeSettled();
-    expect(await where('limited-later.csv')).toBe('processed');
-    expect(await where('limited.csv')).toBe('processed');
-    expect(await onPlatform()).toBe(125);
-  });
+      expect(stopped).toContain('the push stops');
+      expect(await where(held)).toBe('processing');
+      // The requests in flight when the first such answer came, no more: not one contact after another.
+      const sent = (await contactPosts()) - before.posts;
+      expect(sent).toBeLessThanOrEqual(4);
+      // Nor again at the next polls: the inbox keeps to the Retry-After, whatever it finds.
+      await exportOf(later, 3);
+      for (let poll = 0; poll < 3; poll++) {
+        const notPushed = String(await runInbox());
+        expect(notPushed).toContain(`${held} not pushed: the platform asked for no contacts before `);
+        expect(notPushed).toContain(`(the Retry-After of a ${status})`);
+      }
+      expect((await contactPosts()) - before.posts).toBe(sent);
+      expect(await where(later)).toBe('inbox');
+      await sandbox.control.setFaults({});
+      // An hour later, as a restart would: in memory only.
+      inbox = undefined;
+      await takeSettled();
+      expect(await where(later)).toBe('processed');
+      expect(await where(held)).toBe('processed');
+      expect(await onPlatform()).toBe(before.onPlatform + 43);
+    });
+  }
 
   it('parks in failed/ an export without a column its mapping names, sending none of it', async () => {
     await writeFile(join(dir, 'renamed.csv'), 'CRM Id,email\ny1,q@example.com\n');

@@ -50,6 +50,18 @@ describe('fault injection on partner requests', () => {
     });
   });
 
+  it('answers 503 with a Retry-After only when one is asked for', async () => {
+    await control.setFaults({ partner: { error503: 1 } });
+    const bare = await api('GET', '/reviews?limit=1');
+    expect(bare.status).toBe(503);
+    expect(bare.headers.get('retry-after')).toBeNull();
+    expect(bare.json).toEqual({ error: expect.any(String) });
+    await control.setFaults({ partner: { error503: 1, retryAfterSeconds: 600 } });
+    const timed = await api('GET', '/reviews?limit=1');
+    expect(timed.status).toBe(503);
+    expect(timed.headers.get('retry-after')).toBe('600');
+  });
+
   it('cuts a truncated answer in half', async () => {
     const whole = await api('GET', '/reviews?limit=10');
     await control.setFaults({ partner: { truncated: 1 } });

@@ -13,7 +13,7 @@ import { enqueueEventsFile } from '../events/enqueueFile.js';
 import { formatOf, RecordFileError } from '../readRecords.js';
 import { addFileReason, ignoreGone, isReportName, REPORT_SUFFIX, reportPathOf } from '../rejectReport.js';
 import {
-  ContactsRateLimitedError,
+  ContactsRetryAfterError,
   type PushContactsDeps,
   type PushContactsOptions,
   pushContacts,
@@ -150,11 +150,11 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
     return moved;
   };
 
-  // Until when the platform asked to be sent no contacts (a 429's Retry-After that the client's
-  // retries did not wait out): kept across runs, or every poll would send the requests it has in
-  // flight into the same limit again. In memory: a restart, or another replica taking the job,
-  // tries once more, and stops at the first 429 again.
-  let rateLimitedUntil = 0;
+  // Until when the platform asked to be sent no contacts (the Retry-After of a 429 or a 503 that
+  // the client's retries did not wait out), and the answer that asked: kept across runs, or every
+  // poll would send the requests it has in flight into the same answer again. In memory: a
+  // restart, or another replica taking the job, tries once more, and stops at the first again.
+  let heldOff = { until: 0, status: 0 };
 
   return {
     name: JOB.contactsInbox,
@@ -166,9 +166,9 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
       }
       await finishMoves(deps, options.dir);
       const pushTaken = async (name: string, stats: Stats) => {
-        if (!EVENTS_FILE.test(name) && Date.now() < rateLimitedUntil) {
+        if (!EVENTS_FILE.test(name) && Date.now() < heldOff.until) {
           throw new RetryableError(
-            `${name} not pushed: the platform asked for no contacts before ${new Date(rateLimitedUntil).toISOString()} (the Retry-After of a 429)`,
+            `${name} not pushed: the platform asked for no contacts before ${new Date(heldOff.until).toISOString()} (the Retry-After of a ${heldOff.status})`,
           );
         }
         try {
@@ -178,7 +178,9 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
             run: run ?? { runId: undefined, fence: NO_FENCE },
           });
         } catch (error) {
-          if (error instanceof ContactsRateLimitedError) rateLimitedUntil = Date.now() + error.retryAfterMs;
+          if (error instanceof ContactsRetryAfterError) {
+            heldOff = { until: Date.now() + error.retryAfterMs, status: error.status };
+          }
           throw error;
         }
       };

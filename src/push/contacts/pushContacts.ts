@@ -40,7 +40,8 @@ import {
   givenUpError,
   heldShortOfLimit,
   NO_STREAK,
-  rateLimitWaitOf,
+  type RetryAfterStop,
+  retryAfterStopOf,
   stillGivenUpError,
   streakAfterFailure,
   type UnavailableStreak,
@@ -318,8 +319,8 @@ async function sendStaged(
     // Nothing can be sent until an operator acts: the contact stays pending, and so do those not
     // yet sent. Stopped before this task ends, so the queue starts no other.
     if (result.kind === 'unauthorized' || result.kind === 'redirected') return stop(error);
-    const waitMs = rateLimitWaitOf(error);
-    if (waitMs !== undefined) return rateLimited(row, waitMs, error);
+    const heldOff = retryAfterStopOf(error);
+    if (heldOff !== undefined) return askedToWait(row, heldOff, error);
     if (result.kind === 'refused') platformAnswered = true;
     const streak = streakAfterFailure(prior, result, error, pushStartedAt);
     // A record the platform chokes on, failed push after push while the platform still answers
@@ -336,7 +337,7 @@ async function sendStaged(
     summary.failed++;
     if (givenUp) summary.givenUp++;
     if (result.kind !== 'refused' && !givenUp) {
-      // A 429 too: one whose Retry-After outlasts the retry budget ends here at once.
+      // A 429 or a 503 too, when it asked for no wait the push must keep to (retryAfterStopOf).
       summary.unavailable++;
       if (++unavailableInARow >= STOP_AFTER_UNAVAILABLE_IN_A_ROW) {
         const down = `the platform failed ${unavailableInARow} contacts in a row (the last: ${text}); the push stops`;
@@ -355,23 +356,25 @@ async function sendStaged(
     await handledOne();
   };
   /**
-   * The platform asked to wait, and the client's retries did not get through (a `Retry-After`
-   * longer than their budget is not waited at all): every contact sent before the wait is over
-   * would meet the same 429, so the push stops instead of sending them one after the other. The
-   * platform did not look at this contact, nor will it at those not sent: they stay pending (no
-   * attempt counted), for the next push.
+   * The platform asked to wait (a 429, or a 503 for longer than the client's retries wait), and
+   * the client's retries did not get through: every contact sent before the wait is over would meet
+   * the same answer, so the push stops instead of sending them one after the other, each counted
+   * against its own streak. The answer was about the platform, not this contact, nor those not
+   * sent: they stay pending (no attempt counted), for the next push.
    */
-  const rateLimited = (row: ContactRow, waitMs: number, error: unknown) => {
+  const askedToWait = (row: ContactRow, heldOff: RetryAfterStop, error: unknown) => {
     if (broken !== undefined) return;
-    const seconds = Math.ceil(waitMs / 1000);
+    const { status } = heldOff;
+    const seconds = Math.ceil(heldOff.retryAfterMs / 1000);
+    const how = status === 429 ? 'rate-limits contacts' : 'is unavailable to contacts';
     log.warn(
-      { line: row.line, contact_key: row.key, retry_after_seconds: seconds },
-      'the platform rate-limits contacts past what the retries wait: the push stops, its contacts not sent stay pending',
+      { line: row.line, contact_key: row.key, status, retry_after_seconds: seconds },
+      `the platform ${how} past what the retries wait: the push stops, its contacts not sent stay pending`,
     );
     stop(
-      new ContactsRateLimitedError(
-        `the platform answered 429 with a Retry-After of ${seconds} s, past what the client's retries wait (API_RETRY_BUDGET_SECONDS, API_MAX_RETRIES): the push stops, and its contacts not sent stay pending for the next push`,
-        waitMs,
+      new ContactsRetryAfterError(
+        `the platform answered ${status} with a Retry-After of ${seconds} s, past what the client's retries wait (API_RETRY_BUDGET_SECONDS, API_MAX_RETRIES): the push stops, and its contacts not sent stay pending for the next push`,
+        heldOff,
         { cause: error },
       ),
     );
@@ -520,17 +523,18 @@ async function probePlatform(deps: PushContactsDeps, signal: AbortSignal | undef
 }
 
 /**
- * A push stopped by a 429 whose `Retry-After` outlasted the client's retries: `retryAfterMs` is
- * how long the platform asked to be left alone, which the inbox keeps to across its polls.
+ * A push stopped by a `Retry-After` (of a 429, or a 503) that outlasted the client's retries:
+ * `retryAfterMs` is how long the platform asked to be left alone, which the inbox keeps to across
+ * its polls; `status`, the answer that asked.
  */
-export class ContactsRateLimitedError extends RetryableError {
-  override readonly name = 'ContactsRateLimitedError';
-  constructor(
-    message: string,
-    readonly retryAfterMs: number,
-    options?: ErrorOptions,
-  ) {
+export class ContactsRetryAfterError extends RetryableError implements RetryAfterStop {
+  override readonly name = 'ContactsRetryAfterError';
+  readonly status: number;
+  readonly retryAfterMs: number;
+  constructor(message: string, heldOff: RetryAfterStop, options?: ErrorOptions) {
     super(message, options);
+    this.status = heldOff.status;
+    this.retryAfterMs = heldOff.retryAfterMs;
   }
 }
 

@@ -51,15 +51,28 @@ export function contactAttemptResultOf(error: unknown, describe: (e: unknown) =>
   return attemptResultOf(error, describe);
 }
 
+/** A wait the platform asked for that every contact sent before its end would meet too. */
+export interface RetryAfterStop {
+  /** The answer that asked for it: 429, or a 503 (any status the client counts unavailable). */
+  readonly status: number;
+  readonly retryAfterMs: number;
+}
+
 /**
- * The wait, in milliseconds, a 429 the client's retries did not get through asks for: its
- * `Retry-After` outlasted the retry budget (the client gave up at once, without waiting), or the
- * platform kept answering 429 through every retry. Undefined for any other failure, and for a 429
- * without a wait (none, or `Retry-After: 0`): the client backed off on its own, as after a 5xx.
+ * The wait the whole push must keep to after this failure of a contact; undefined when the failure
+ * is the contact's own to count. A 429 with a wait the client's retries did not get through (its
+ * `Retry-After` outlasted them, or the platform kept answering 429 through every one): the limit
+ * is on the caller, not on the contact. Any other unavailable answer (a 503) only when its
+ * `Retry-After` outlasted the retries: the client gave up at once, and would for every contact
+ * after it. One the retries waited out, the platform still failing the contact, counts against
+ * that contact, as one without a wait does.
  */
-export function rateLimitWaitOf(error: unknown): number | undefined {
-  if (!(error instanceof ApiUnavailableError) || error.status !== 429) return undefined;
-  return (error.retryAfterMs ?? 0) > 0 ? error.retryAfterMs : undefined;
+export function retryAfterStopOf(error: unknown): RetryAfterStop | undefined {
+  if (!(error instanceof ApiUnavailableError) || error.status === undefined) return undefined;
+  const retryAfterMs = error.retryAfterMs ?? 0;
+  if (retryAfterMs <= 0) return undefined;
+  if (error.status !== 429 && !error.retryAfterOutlastsRetries) return undefined;
+  return { status: error.status, retryAfterMs };
 }
 
 /**

@@ -1,0 +1,141 @@
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfigFile } from '../../src/config/configFile.js';
+import type { Db } from '../../src/db/connect.js';
+import { NO_FENCE } from '../../src/jobs/lease.js';
+import { SecretScrubber } from '../../src/log.js';
+import type { PartnerApi } from '../../src/partner-api/client.js';
+import { type PushContactsOptions, pushContacts } from '../../src/push/contacts/pushContacts.js';
+import { freshDb } from '../helpers/db.js';
+import { capturedLog } from '../helpers/log.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { testApi } from '../pull/helpers.js';
+
+/**
+ * A platform that answers the contacts POST 503. With a Retry-After longer than the client's
+ * retry budget the client gives up at once, without waiting, so a push that went on would send
+ * contact after contact into the same outage, and count it against each of them.
+ */
+describe('a contacts push the platform is unavailable to', () => {
+  let sandbox: TestSandbox;
+  let db: Db;
+  let api: PartnerApi;
+  let dir: string;
+
+  beforeAll(async () => {
+    sandbox = await testSandbox({ seed: 43 });
+    db = await freshDb();
+    api = testApi(sandbox, {
+      retry: { maxRetries: 8, budgetMs: 2_000, baseDelayMs: 5, maxDelayMs: 50 },
+    });
+    dir = await mkdtemp(join(tmpdir(), 'rm-contacts-503-'));
+  });
+  afterAll(async () => {
+    await api?.close();
+    await db?.close();
+    await sandbox?.close();
+  });
+
+  const contactPosts = async () => {
+    const counts = (await sandbox.control.requests()).by_route['POST /api/v1/partner/contacts'] ?? {};
+    return Object.values(counts).reduce((a, b) => a + b, 0);
+  };
+  const options: PushContactsOptions = {
+    mapping: loadConfigFile(undefined).contacts,
+    full: false,
+    dryRun: false,
+    concurrency: 2,
+    ratePerSecond: 1_000,
+    logRetentionDays: 30,
+  };
+  const exportOf = async (prefix: string, rows: number) => {
+    const file = join(dir, `${prefix}.csv`);
+    const lines = Array.from({ length: rows }, (_, i) => `${prefix}-${i},${prefix}-${i}@example.com,N${i}`);
+    await writeFile(file, `external_id,email,name\n${lines.join('\n')}\n`);
+    return file;
+  };
+  const push = async (file: string) => {
+    const { log, lines } = capturedLog();
+    const result = await pushContacts(
+      { db, api, log, scrubber: new SecretScrubber() },
+      file,
+      options,
+      {},
+      { runId: undefined, fence: NO_FENCE },
+    ).then(
+      (summary) => ({ summary, error: undefined }),
+      (error: unknown) => ({ summary: undefined, error }),
+    );
+    return { ...result, lines };
+  };
+  /** Contacts of the export by outcome and streak (`failed/1`: failed, one push in a row). */
+  const outcomes = async (prefix: string) => {
+    const rows: Array<{ outcome: string; unavailable_pushes: number; n: string | number }> = await db
+      .knex(db.table('contacts'))
+      .where('key', 'like', `${prefix}-%`)
+      .select('outcome', 'unavailable_pushes')
+      .count({ n: '*' })
+      .groupBy('outcome', 'unavailable_pushes');
+    return Object.fromEntries(rows.map((r) => [`${r.outcome}/${r.unavailable_pushes}`, Number(r.n)]));
+  };
+  const unavailable = (retryAfterSeconds?: number) =>
+    sandbox.control.setFaults({
+      partner: { error503: 1, retryAfterSeconds, routes: ['/api/v1/partner/contacts'], methods: ['POST'] },
+    });
+
+  it('stops sending at the first 503 whose Retry-After outlasts the retries, counting no contact against its streak', async () => {
+    const file = await exportOf('down', 40);
+    await unavailable(600);
+    const before = await contactPosts();
+    const down = await push(file);
+    // At most the requests already in flight when the first 503 came back: not one per contact.
+    expect((await contactPosts()) - before).toBeLessThanOrEqual(options.concurrency);
+    expect(String(down.error)).toMatch(/answered 503 with a Retry-After of 600 s/);
+    expect(down.error).toMatchObject({ retryAfterMs: 600_000, status: 503 });
+    expect(await outcomes('down')).toEqual({ 'pending/0': 40 });
+    expect(down.lines).toContainEqual(
+      expect.objectContaining({
+        level: 'warn',
+        retry_after_seconds: 600,
+        msg: expect.stringMatching(/unavailable.*the push stops/),
+      }),
+    );
+    expect(await readFile(`${file}.rejects.csv`, 'utf8')).toBe('line,field,reason,key\n');
+
+    await sandbox.control.setFaults({});
+    const after = await push(file);
+    expect(after.error).toBeUndefined();
+    expect(after.summary).toMatchObject({ sent: 40, failed: 0 });
+    expect(await outcomes('down')).toEqual({ 'sent/0': 40 });
+  });
+
+  it('fails contacts one by one, each a push in its streak, on a 503 without Retry-After', async () => {
+    const file = await exportOf('bare', 40);
+    await unavailable(undefined);
+    const bare = await push(file);
+    expect(String(bare.error)).toMatch(
+      /the platform failed 10 contacts in a row \(the last: POST \/contacts answered 503 \(gave up after 8 retries\)\)/,
+    );
+    const stopped = await outcomes('bare');
+    expect(stopped['failed/1']).toBeGreaterThanOrEqual(10);
+    expect(stopped['failed/1']).toBeLessThanOrEqual(10 + options.concurrency - 1);
+    expect(stopped['pending/0']).toBe(40 - stopped['failed/1']!);
+  });
+
+  it("fails contacts one by one on a 503 whose Retry-After the client's retries waited out", async () => {
+    const file = await exportOf('brief', 12);
+    await unavailable(1);
+    const startedAt = Date.now();
+    const brief = await push(file);
+    // Each contact waited the second asked for once, then its next wait would pass the budget.
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(5_000);
+    expect(String(brief.error)).toMatch(
+      /the platform failed 10 contacts in a row \(the last: POST \/contacts answered 503 \(gave up after 1 retries\)\)/,
+    );
+    const stopped = await outcomes('brief');
+    expect(stopped['failed/1']).toBeGreaterThanOrEqual(10);
+    expect(stopped['pending/0'] ?? 0).toBe(12 - stopped['failed/1']!);
+  });
+});
