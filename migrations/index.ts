@@ -19,6 +19,7 @@ import * as eventSendStarts from './018_event_send_starts.js';
 import * as enqueueExactNumbers from './019_enqueue_exact_numbers.js';
 import * as contactGivenUp from './020_contact_given_up.js';
 import * as contactOwedClears from './021_contact_owed_clears.js';
+import * as eventFlagAndErrorMeaning from './022_event_flag_and_error_meaning.js';
 
 export interface Migration {
   readonly name: string;
@@ -47,4 +48,5 @@ export const migrations: readonly Migration[] = [
   { name: '019_enqueue_exact_numbers', up: enqueueExactNumbers.up },
   { name: '020_contact_given_up', up: contactGivenUp.up },
   { name: '021_contact_owed_clears', up: contactOwedClears.up },
+  { name: '022_event_flag_and_error_meaning', up: eventFlagAndErrorMeaning.up },
 ];

@@ -59,11 +59,11 @@ export async function pushCliSetup(options: {
 
 /**
  * An outbox sender for tests over the wire: an API client of its own that sends each request once
- * (no client retries, so each attempt is the sender's), every backoff 1 ms, a 30 s lease.
- * `close` the api when done.
+ * (no client retries, so each attempt is the sender's), every backoff 1 ms, a 30 s lease, a quiet
+ * log unless `deps` gives one. `close` the api when done.
  */
 export function quickOutboxSender(
-  deps: Pick<OutboxSenderDeps, 'db' | 'scrubber'>,
+  deps: Pick<OutboxSenderDeps, 'db' | 'scrubber'> & Partial<Pick<OutboxSenderDeps, 'log' | 'metrics'>>,
   platform: { url: string; apiKey: string; requestTimeoutMs?: number },
   options: {
     worker: string;
@@ -80,7 +80,7 @@ export function quickOutboxSender(
     },
   );
   const sender = new OutboxSender(
-    { ...deps, api, log: quietLog },
+    { log: quietLog, ...deps, api },
     {
       worker: options.worker,
       concurrency: options.concurrency,

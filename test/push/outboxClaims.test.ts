@@ -14,6 +14,7 @@ import { testApi } from '../pull/helpers.js';
 import { newEvent } from './helpers.js';
 
 const FAST = { baseDelayMs: 5, maxDelayMs: 50 } as const;
+const REDIRECT_BACKOFF = { baseDelayMs: 5, maxDelayMs: 60_000 } as const;
 
 /**
  * The claims of the outbox against the sandbox over real HTTP and the real PostgreSQL server:
@@ -211,7 +212,8 @@ describe('the outbox when the platform redirects', () => {
         concurrency: 1,
         ratePerSecond: 100,
         leaseMs: 60_000,
-        policy: { unknownOutcome: 'retry', maxAttempts: 1, ...FAST },
+        // A backoff no drain outlasts: with 50 ms a slow machine could claim it again in this one.
+        policy: { unknownOutcome: 'retry', maxAttempts: 1, ...REDIRECT_BACKOFF },
       },
     );
     const attemptedFrom = Date.now();
@@ -225,6 +227,8 @@ describe('the outbox when the platform redirects', () => {
     );
     // Not due again before the longest backoff: an operator fixes the URL meanwhile. (Measured
     // from before the attempt: a busy machine may take longer than that backoff to get here.)
-    expect(new Date(row.next_attempt_at).getTime()).toBeGreaterThanOrEqual(attemptedFrom + FAST.maxDelayMs);
+    expect(new Date(row.next_attempt_at).getTime()).toBeGreaterThanOrEqual(
+      attemptedFrom + REDIRECT_BACKOFF.maxDelayMs,
+    );
   });
 });

@@ -41,13 +41,21 @@ describe('outbox sends that never left the process', () => {
     );
     apis.push(api);
     return new OutboxSender(
-      { db, api, log: quietLog, scrubber: new SecretScrubber() },
+      // The jitter fixed at its top: a row sent back to pending is due NOT_SENT_DUE_MS later, so
+      // the drain that failed it ends without claiming it again (with a backoff near 0 it could,
+      // when its outcome was written before the drain's next claim).
+      { db, api, log: quietLog, scrubber: new SecretScrubber(), random: () => 0.999_999 },
       {
         worker: 'not-sent',
         concurrency: 1,
         ratePerSecond: 100,
         leaseMs: 30_000,
-        policy: { unknownOutcome: 'park', maxAttempts: 5, baseDelayMs: 1, maxDelayMs: 1 },
+        policy: {
+          unknownOutcome: 'park',
+          maxAttempts: 5,
+          baseDelayMs: NOT_SENT_DUE_MS + 1,
+          maxDelayMs: NOT_SENT_DUE_MS + 1,
+        },
       },
     );
   };
@@ -69,7 +77,7 @@ describe('outbox sends that never left the process', () => {
     expect(afterFault?.last_error).toContain('not sent');
     expect(await received(key)).toBe(0);
 
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await new Promise((resolve) => setTimeout(resolve, NOT_SENT_DUE_MS + 50));
     expect(await sender({}).drain()).toMatchObject({ sent: 1, parked: 0, possibleDuplicates: 0 });
     expect(await row(key)).toMatchObject({ state: 'sent', possible_duplicate: false });
     expect(await received(key)).toBe(1);
@@ -101,6 +109,9 @@ describe('outbox sends that never left the process', () => {
     }
   });
 });
+
+/** When a send that never left is due again: longer than a drain's claim, write and claim again. */
+const NOT_SENT_DUE_MS = 300;
 
 const fixture = (name: string) => fileURLToPath(new URL(`../webhooks/fixtures/${name}`, import.meta.url));
 

@@ -220,6 +220,35 @@ describe('the outbox when the database restarts while an answer is on its way', 
       },
     );
 
+    it('an answer kept through the outage that the database refuses once back is recorded reduced: sent once', {
+      timeout: 30_000,
+    }, async () => {
+      const client = api();
+      const key = 'long-outage-refused';
+      const metrics = makeMetrics();
+      // An operator's check that refuses the platform's id for this event, and no other value.
+      await db.knex.raw(
+        `alter table ?? add constraint refused_id check (idempotency_key <> '${key}' or platform_event_id is null)`,
+        [db.table('events_outbox')],
+      );
+      try {
+        const sender = await answerDuringOutage(key, 'outage-refused', quietLog, client, { metrics });
+        expect(await keptAndLost(metrics)).toEqual({ kept: 1, lost: 0 });
+        await drainUntilDone(sender);
+        expect(await received(key)).toBe(1);
+        expect(await keptAndLost(metrics)).toEqual({ kept: 0, lost: 0 });
+        expect(await row(key)).toMatchObject({ state: 'sent', possible_duplicate: false, attempts: 1 });
+        expect(
+          await db.knex(db.table('events_outbox')).where({ idempotency_key: key }).first('last_error'),
+        ).toEqual({
+          last_error: expect.stringMatching(/^the platform's answer could not be stored in full/),
+        });
+      } finally {
+        await db.knex.raw('alter table ?? drop constraint refused_id', [db.table('events_outbox')]);
+        await client.close();
+      }
+    });
+
     it('writes nothing over a replica that took the claim back first, and says so', {
       timeout: 30_000,
     }, async () => {

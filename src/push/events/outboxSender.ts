@@ -25,6 +25,8 @@ import {
   attemptResultOf,
   ClaimDeadlineError,
   decideAfterAttempt,
+  reducedDecision,
+  refusalOf,
   type SendPolicy,
   UnsendableEventError,
 } from './sendPolicy.js';
@@ -37,6 +39,8 @@ export interface OutboxSenderDeps {
   readonly metrics?:
     | Pick<Metrics, 'events' | 'eventLatency' | 'eventOutcomesKept' | 'eventOutcomesLost'>
     | undefined;
+  /** The backoffs' jitter (Math.random); a test fixes it to know when a retried row is due. */
+  readonly random?: () => number;
 }
 
 export interface OutboxSenderOptions {
@@ -109,7 +113,7 @@ export class OutboxSender {
    * another replica). Written before every POST: a claim that lapses unmarked was never sent.
    */
   readonly #starts: GroupCommit<ClaimRef, boolean>;
-  readonly #random = Math.random;
+  readonly #random: () => number;
   readonly #recording = new Set<Promise<void>>();
   /**
    * Outcomes whose write gave up (the database away longer than a write's retries), by row id.
@@ -128,6 +132,7 @@ export class OutboxSender {
     private readonly deps: OutboxSenderDeps,
     private readonly options: OutboxSenderOptions,
   ) {
+    this.#random = deps.random ?? Math.random;
     this.#queue = new PQueue({
       concurrency: options.concurrency,
       intervalCap: options.ratePerSecond,
@@ -135,7 +140,8 @@ export class OutboxSender {
     });
     // One outcome the database refuses (a value or a constraint: not seen, but an operator's
     // trigger or check could) fails alone: its batchmates' answers are known and written, instead
-    // of lapsing with it and going out again as unknown outcomes.
+    // of lapsing with it and going out again as unknown outcomes. It is then written reduced
+    // (#recordOutcome), for the same reason.
     this.#decisions = new GroupCommit(
       async (batch) => {
         const written = await this.#record(batch);
@@ -303,20 +309,47 @@ export class OutboxSender {
         budgetMs,
       );
     } catch (error) {
-      // Refused at every drain, they would stop the outbox: they go the way of any unrecorded
-      // outcome instead (their claims lapse and are taken back).
-      if (isDataError(error)) this.#forgetKept('the database refused the write');
-      throw error;
+      if (!isDataError(error)) throw error;
+      await this.#settleKeptEach(kept, budgetMs);
+      return;
     }
-    for (const { decision, key } of kept) {
-      this.#unkeep(decision.id);
-      if (written.has(decision.id)) {
-        this.deps.log.info(
-          { idempotency_key: key, outcome: decision.state },
-          'kept event outcome recorded, the database being back',
-        );
-      } else this.#logNotHeld(key, decision.state);
+    for (const outcome of kept) this.#settleKept(outcome, written.has(outcome.decision.id));
+  }
+
+  /**
+   * The kept outcomes one at a time, after the database refused them together: one it refuses is
+   * written reduced, as an answer just in would be, and loses no other. One refused even reduced
+   * is lost (refused at every drain, it would stop the outbox), and the refusal ends the drain.
+   */
+  async #settleKeptEach(kept: readonly KeptOutcome[], budgetMs: number | undefined): Promise<void> {
+    const write = async (decision: RecordedDecision) =>
+      (await this.#record([decision], budgetMs)).has(decision.id);
+    let refused: unknown;
+    for (const outcome of kept) {
+      try {
+        this.#settleKept(outcome, await write(outcome.decision));
+      } catch (error) {
+        if (!isDataError(error)) throw error;
+        try {
+          this.#settleKept(outcome, await this.#recordReduced(outcome.decision, outcome.key, error, write));
+        } catch (again) {
+          if (!isDataError(again)) throw again;
+          this.#unkeep(outcome.decision.id);
+          refused ??= again;
+        }
+      }
     }
+    if (refused !== undefined) throw refused;
+  }
+
+  #settleKept({ decision, key }: KeptOutcome, written: boolean): void {
+    this.#unkeep(decision.id);
+    if (written) {
+      this.deps.log.info(
+        { idempotency_key: key, outcome: decision.state },
+        'kept event outcome recorded, the database being back',
+      );
+    } else this.#logNotHeld(key, decision.state);
   }
 
   /**
@@ -337,15 +370,17 @@ export class OutboxSender {
   }
 
   #forgetKept(why: string): void {
-    for (const { decision, key } of this.#kept.values()) {
-      this.deps.log.error(
-        { idempotency_key: key, outcome: decision.state, platform_event_id: decision.platformId, why },
-        'event outcome lost: the platform answered but the answer was never recorded; the event will be taken back as an unknown outcome (possible duplicate, or parked)',
-      );
-    }
-    this.deps.metrics?.eventOutcomesLost.inc(this.#kept.size);
+    for (const { decision, key } of this.#kept.values()) this.#logLost(decision, key, why);
     this.#kept.clear();
     this.deps.metrics?.eventOutcomesKept.set(0);
+  }
+
+  #logLost(decision: RecordedDecision, key: string, why: string): void {
+    this.deps.log.error(
+      { idempotency_key: key, outcome: decision.state, platform_event_id: decision.platformId, why },
+      'event outcome lost: the platform answered but the answer was never recorded; the event will be taken back as an unknown outcome (possible duplicate, or parked)',
+    );
+    this.deps.metrics?.eventOutcomesLost.inc();
   }
 
   #keep(outcome: KeptOutcome): void {
@@ -412,6 +447,88 @@ export class OutboxSender {
     }
     waiting.delete(id);
     await this.#send(claim.event, renewedAt + this.options.leaseMs, counts);
+  }
+
+  /**
+   * Writes an attempt's outcome. One whose full write the database refuses (a data error, alone in
+   * its group) is written again reduced (sendPolicy.reducedDecision), since left `sending` its
+   * event would be sent again although the platform's answer is known. Refused even reduced, it
+   * is lost as any unrecorded outcome is (logged, its claim left to lapse), and the drain ends
+   * with the refusal.
+   */
+  async #recordOutcome(decision: RecordedDecision, key: string): Promise<void> {
+    let written: boolean;
+    try {
+      written = await this.#writeOrKeep(decision, key);
+    } catch (error) {
+      if (!isDataError(error)) throw error;
+      written = await this.#recordReduced(decision, key, error, (d) => this.#writeOrKeep(d, key));
+    }
+    // The claim ran out before the outcome landed (a stalled process, a write stuck past the
+    // lease), and another replica took the event back: it may send it again. (After a write
+    // retried because its answer was lost, it may be this worker's own earlier write.)
+    if (!written) this.#logNotHeld(key, decision.state);
+  }
+
+  /**
+   * Writes `decision` reduced with `write`, after the database `refused` it in full. Refused even
+   * so, it is logged and counted as lost, and the refusal thrown.
+   */
+  async #recordReduced(
+    decision: RecordedDecision,
+    key: string,
+    refused: unknown,
+    write: (reduced: RecordedDecision) => Promise<boolean>,
+  ): Promise<boolean> {
+    const { log, scrubber } = this.deps;
+    const describe = (e: unknown) => scrubber.scrub(describeError(e));
+    const refusal = refusalOf(refused, describe);
+    let written: boolean;
+    try {
+      written = await write(reducedDecision(decision, refusal));
+    } catch (error) {
+      if (isDataError(error)) {
+        this.#logLost(
+          decision,
+          key,
+          `the database refused it, even reduced to its outcome: ${refusalOf(error, describe)}`,
+        );
+      }
+      throw error;
+    }
+    if (!written) return false;
+    // The row says why its answer is missing; this line keeps the answer itself, for an operator.
+    log.error(
+      {
+        idempotency_key: key,
+        outcome: decision.state,
+        platform_event_id: decision.platformId,
+        platform_status: decision.platformStatus,
+        error: decision.error,
+        refusal,
+      },
+      "event outcome recorded without the platform's full answer: the database refused it (an operator's check or trigger?); only its state is recorded, so it goes on as the answer decided instead of being taken back as an unknown outcome",
+    );
+    return true;
+  }
+
+  /**
+   * One outcome through the group commit. One the database could not be reached for is kept
+   * (#kept) before this settles, so no drain can take its claim back in between.
+   */
+  async #writeOrKeep(decision: RecordedDecision, key: string): Promise<boolean> {
+    try {
+      return await this.#decisions.add(decision);
+    } catch (error) {
+      if (!isDataError(error)) {
+        this.#keep({ decision, key });
+        this.deps.log.error(
+          { idempotency_key: key, outcome: decision.state, worker: this.options.worker },
+          'event outcome not recorded (the database is unreachable): kept, and written before this replica takes any claim back or claims another; if the process stops first, the event will be taken back as an unknown outcome (possible duplicate, or parked)',
+        );
+      }
+      throw error;
+    }
   }
 
   /** A failed outcome write ends this drain only: the next one starts clean (its rows' leases lapse). */
@@ -495,25 +612,7 @@ export class OutboxSender {
     // The slot is free once the platform answered; the outcome is written by the next group
     // commit. A worker killed before it lands leaves the row `sending`: its lease runs out and the
     // event is taken back as an unknown outcome, counted under the policy, never lost.
-    const recorded = this.#decisions.add(decision).then(
-      (written) => {
-        // The claim ran out before the outcome landed (a stalled process, a write stuck past the
-        // lease), and another replica took the event back: it may send it again. (After a write
-        // retried because its answer was lost, it may be this worker's own earlier write.)
-        if (!written) this.#logNotHeld(event.key, decision.state);
-      },
-      (error: unknown) => {
-        // Settled before `recorded` is, so no drain can take the claim back in between.
-        if (!isDataError(error)) {
-          this.#keep({ decision, key: event.key });
-          log.error(
-            { idempotency_key: event.key, outcome: decision.state, worker: this.options.worker },
-            'event outcome not recorded (the database is unreachable): kept, and written before this replica takes any claim back or claims another; if the process stops first, the event will be taken back as an unknown outcome (possible duplicate, or parked)',
-          );
-        }
-        throw error;
-      },
-    );
+    const recorded = this.#recordOutcome(decision, event.key);
     this.#recording.add(recorded);
     void recorded.then(
       () => this.#recording.delete(recorded),

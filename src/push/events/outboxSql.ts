@@ -442,12 +442,13 @@ const RESOLVABLE = { retry: ['parked', 'failed', 'pending'], discard: ['parked',
 /**
  * An operator's decision on a parked or failed event: send it (again), or never. One conditional
  * write, so an event a replica claims meanwhile (`sending`) is left alone. A retried event starts
- * with a full budget: its attempts and lapsed claims are reset. Its possible_duplicate flag is
- * kept, and set on a parked one: only an unknown outcome parks an event, so the platform may have
- * it already and the send now asked for may make a second copy (under `park` the flag was not set
- * yet; and an unknown outcome of that send parks it again instead of sending a third). Returns the
- * event's state afterwards: the new one, else the one that stopped the change (undefined: no such
- * key).
+ * with a full budget: its attempts and lapsed claims are reset. Either way its possible_duplicate
+ * flag is kept, and set on a parked one: only an unknown outcome parks an event, so the platform
+ * may have it already (under `park` the flag was not set yet). Retried, the send now asked for may
+ * make a second copy (and an unknown outcome of that send parks it again instead of sending a
+ * third); discarded, it is `failed` like an event the platform refused, and only the flag still
+ * says so when it is retried later. Returns the event's state afterwards: the new one, else the
+ * one that stopped the change (undefined: no such key).
  */
 export async function resolveEvent(
   q: Queryable,
@@ -455,6 +456,7 @@ export async function resolveEvent(
   key: string,
   action: 'retry' | 'discard',
 ): Promise<string | undefined> {
+  const possibleDuplicate = q.raw("possible_duplicate or state = 'parked'");
   const changed: Array<{ state: string }> = await q(db.table('events_outbox'))
     .where({ idempotency_key: key })
     .whereIn('state', RESOLVABLE[action])
@@ -466,9 +468,16 @@ export async function resolveEvent(
             last_error: null,
             attempts: 0,
             lapsed_claims: 0,
-            possible_duplicate: q.raw("possible_duplicate or state = 'parked'"),
+            possible_duplicate: possibleDuplicate,
           }
-        : { state: 'failed', last_error: 'discarded by an operator' },
+        : {
+            state: 'failed',
+            // A parked event's reason is why the platform may have it: kept for `events list`.
+            last_error: q.raw(
+              "case when state = 'parked' then 'discarded by an operator; it was parked: ' || coalesce(last_error, '') else 'discarded by an operator' end",
+            ),
+            possible_duplicate: possibleDuplicate,
+          },
       ['state'],
     );
   if (changed.length > 0) return changed[0]!.state;

@@ -5,6 +5,7 @@ import {
   EventBodyError,
 } from '../../partner-api/errors.js';
 import { backoffDelayMs } from '../../partner-api/retryPolicy.js';
+import type { RecordedDecision } from './outboxSql.js';
 
 /** What to do with a request whose outcome is unknown: send again (and count it), or park it. */
 export const UNKNOWN_OUTCOME_POLICIES = ['retry', 'park'] as const;
@@ -253,4 +254,39 @@ export function decideAfterAttempt(
         refund: false,
       };
   }
+}
+
+/**
+ * The most of the database's words a reduced outcome carries: enough for the constraint's or the
+ * trigger's name and message, and short, since what the database refuses may be any long text.
+ */
+const REFUSAL_MAX_CHARS = 300;
+
+/**
+ * Why the database refused a write, for a row and a log line: its SQLSTATE and its own message
+ * (`describe`: the sender's scrubbed describeError, which leaves out the failing row's values that
+ * a check's detail prints), at most REFUSAL_MAX_CHARS long.
+ */
+export function refusalOf(error: unknown, describe: (e: unknown) => string): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  const text = `${typeof code === 'string' ? `SQLSTATE ${code}, ` : ''}${describe(error)}`;
+  return text.length <= REFUSAL_MAX_CHARS ? text : `${text.slice(0, REFUSAL_MAX_CHARS - 1)}…`;
+}
+
+/**
+ * The same decision, as little of it as the row needs, for an outcome whose full write the
+ * database refused (an operator's check or trigger, say, on the platform's id or error text). The
+ * platform's answer is known, and an outcome not written leaves the row `sending`: its claim
+ * lapses and the event is taken back as an unknown outcome, sent again to a person the platform
+ * may already have reached. So the state is kept, with what decides the next send (when it is
+ * due, the possible-duplicate flag, the refunded attempt), and the platform's words are dropped
+ * for a short text of our own saying why (`refusal`, see refusalOf); the log has them.
+ */
+export function reducedDecision(decision: RecordedDecision, refusal: string): RecordedDecision {
+  return {
+    ...decision,
+    error: `the platform's answer could not be stored in full, only its outcome (${decision.state}): the database refused it (${refusal})`,
+    platformId: null,
+    platformStatus: null,
+  };
 }
