@@ -174,7 +174,8 @@ export async function* paginate<T>(
   const lookahead = new AbortController();
   const onAbort = () => lookahead.abort(signal?.reason);
   // A signal aborted already fires no 'abort': the walk would fetch on, unstopped.
-  signal?.addEventListener('abort', onAbort, { once: true });
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
   const start = (cursor: string | null) => {
     const pending = fetchPage(cursor, lookahead.signal);
     pending.catch(() => {}); // observed when awaited; unobserved if the caller stops first

@@ -202,6 +202,23 @@ describe('paginate', () => {
     }).rejects.toThrow('boom');
     expect(seen).toEqual([1, 1]);
   });
+
+  it('hands a signal aborted before the walk began on to its fetches, aborted', async () => {
+    const stopped = new AbortController();
+    stopped.abort(new Error('shutting down'));
+    const signals: boolean[] = [];
+    const fetchPage = async (_: string | null, signal: AbortSignal): Promise<Page<number>> => {
+      signals.push(signal.aborted);
+      signal.throwIfAborted();
+      return { items: [1], nextCursor: 'more', receivedAt: new Date() };
+    };
+    await expect(async () => {
+      for await (const _ of paginate(fetchPage, null, { signal: stopped.signal })) {
+        // nothing
+      }
+    }).rejects.toThrow('shutting down');
+    expect(signals).toEqual([true]);
+  });
 });
 
 describe('error text helpers', () => {

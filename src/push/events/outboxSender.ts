@@ -541,6 +541,11 @@ export class OutboxSender {
   /** Resolves when a send finishes, `stop` fires or `timeoutMs` passes, leaving nothing behind. */
   #nextCompletion(stop: AbortSignal | undefined, timeoutMs: number): Promise<void> {
     return new Promise((resolve) => {
+      // Already stopped (during the claim just made): no 'abort' is coming to end the wait.
+      if (stop?.aborted) {
+        resolve();
+        return;
+      }
       const done = () => {
         clearTimeout(timer);
         this.#queue.off('next', done);

@@ -87,7 +87,9 @@ export class OutboxService {
         );
         continue;
       }
-      if (this.#pending) continue;
+      // A stop that came during the drain or the housekeeping fires no 'abort' for the wait below
+      // to hear: checked first, or shutdown would wait out the poll (EVENTS_POLL_SECONDS).
+      if (this.#pending || stop.aborted) continue;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, this.config.pollMs);
         function done() {
