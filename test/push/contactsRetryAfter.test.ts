@@ -14,11 +14,12 @@ import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 import { testApi } from '../pull/helpers.js';
 
 /**
- * A platform that answers the contacts POST 503. With a Retry-After longer than the client's
- * retry budget the client gives up at once, without waiting, so a push that went on would send
- * contact after contact into the same outage, and count it against each of them.
+ * A platform that answers the contacts POST 429 or 503. With a Retry-After longer than the
+ * client's retry budget the client gives up at once, without waiting, so a push that went on would
+ * send every contact of the file into the same answer, one after the other (and a 503 would count
+ * against each of them).
  */
-describe('a contacts push the platform is unavailable to', () => {
+describe('a contacts push the platform asks to wait, or is unavailable to', () => {
   let sandbox: TestSandbox;
   let db: Db;
   let api: PartnerApi;
@@ -85,31 +86,48 @@ describe('a contacts push the platform is unavailable to', () => {
       partner: { error503: 1, retryAfterSeconds, routes: ['/api/v1/partner/contacts'], methods: ['POST'] },
     });
 
-  it('stops sending at the first 503 whose Retry-After outlasts the retries, counting no contact against its streak', async () => {
-    const file = await exportOf('down', 40);
-    await unavailable(600);
-    const before = await contactPosts();
-    const down = await push(file);
-    // At most the requests already in flight when the first 503 came back: not one per contact.
-    expect((await contactPosts()) - before).toBeLessThanOrEqual(options.concurrency);
-    expect(String(down.error)).toMatch(/answered 503 with a Retry-After of 600 s/);
-    expect(down.error).toMatchObject({ retryAfterMs: 600_000, status: 503 });
-    expect(await outcomes('down')).toEqual({ 'pending/0': 40 });
-    expect(down.lines).toContainEqual(
-      expect.objectContaining({
-        level: 'warn',
-        retry_after_seconds: 600,
-        msg: expect.stringMatching(/unavailable.*the push stops/),
-      }),
-    );
-    expect(await readFile(`${file}.rejects.csv`, 'utf8')).toBe('line,field,reason,key\n');
+  it.each([
+    { status: 429, fault: 'error429', says: /rate-limits contacts.*the push stops/ },
+    { status: 503, fault: 'error503', says: /unavailable to contacts.*the push stops/ },
+  ] as const)(
+    'stops sending at the first $status whose Retry-After outlasts the retries, counting no contact against its streak',
+    async ({ status, fault, says }) => {
+      const prefix = `wait-${status}`;
+      const file = await exportOf(prefix, 40);
+      await sandbox.control.setFaults({
+        partner: {
+          [fault]: 1,
+          retryAfterSeconds: 600,
+          routes: ['/api/v1/partner/contacts'],
+          methods: ['POST'],
+        },
+      });
+      const before = await contactPosts();
+      const stopped = await push(file);
+      // At most the requests already in flight when the first answer came back: not one per contact.
+      expect((await contactPosts()) - before).toBeLessThanOrEqual(options.concurrency);
+      expect(String(stopped.error)).toMatch(new RegExp(`answered ${status} with a Retry-After of 600 s`));
+      expect(stopped.error).toMatchObject({ retryAfterMs: 600_000, status });
+      expect(await outcomes(prefix)).toEqual({ 'pending/0': 40 });
+      expect(stopped.lines).toContainEqual(
+        expect.objectContaining({
+          level: 'warn',
+          status,
+          retry_after_seconds: 600,
+          msg: expect.stringMatching(says),
+        }),
+      );
+      // The report is written, and names no contact: none was refused.
+      expect(await readFile(`${file}.rejects.csv`, 'utf8')).toBe('line,field,reason,key\n');
 
-    await sandbox.control.setFaults({});
-    const after = await push(file);
-    expect(after.error).toBeUndefined();
-    expect(after.summary).toMatchObject({ sent: 40, failed: 0 });
-    expect(await outcomes('down')).toEqual({ 'sent/0': 40 });
-  });
+      // Once the platform takes contacts again, the next push sends them all.
+      await sandbox.control.setFaults({});
+      const after = await push(file);
+      expect(after.error).toBeUndefined();
+      expect(after.summary).toMatchObject({ sent: 40, failed: 0 });
+      expect(await outcomes(prefix)).toEqual({ 'sent/0': 40 });
+    },
+  );
 
   it('fails contacts one by one, each a push in its streak, on a 503 without Retry-After', async () => {
     const file = await exportOf('bare', 40);
