@@ -327,16 +327,11 @@ export class OutboxSender {
     let refused: unknown;
     for (const outcome of kept) {
       try {
-        this.#settleKept(outcome, await write(outcome.decision));
+        this.#settleKept(outcome, await this.#writeOrReduce(outcome.decision, outcome.key, write));
       } catch (error) {
         if (!isDataError(error)) throw error;
-        try {
-          this.#settleKept(outcome, await this.#recordReduced(outcome.decision, outcome.key, error, write));
-        } catch (again) {
-          if (!isDataError(again)) throw again;
-          this.#unkeep(outcome.decision.id);
-          refused ??= again;
-        }
+        this.#unkeep(outcome.decision.id);
+        refused ??= error;
       }
     }
     if (refused !== undefined) throw refused;
@@ -457,17 +452,28 @@ export class OutboxSender {
    * with the refusal.
    */
   async #recordOutcome(decision: RecordedDecision, key: string): Promise<void> {
-    let written: boolean;
-    try {
-      written = await this.#writeOrKeep(decision, key);
-    } catch (error) {
-      if (!isDataError(error)) throw error;
-      written = await this.#recordReduced(decision, key, error, (d) => this.#writeOrKeep(d, key));
-    }
+    const written = await this.#writeOrReduce(decision, key, (d) => this.#writeOrKeep(d, key));
     // The claim ran out before the outcome landed (a stalled process, a write stuck past the
     // lease), and another replica took the event back: it may send it again. (After a write
     // retried because its answer was lost, it may be this worker's own earlier write.)
     if (!written) this.#logNotHeld(key, decision.state);
+  }
+
+  /**
+   * Writes `decision` with `write`, and reduced if the database refuses it in full (a data error).
+   * Throws what any other failure throws, and the refusal of the reduced write.
+   */
+  async #writeOrReduce(
+    decision: RecordedDecision,
+    key: string,
+    write: (decision: RecordedDecision) => Promise<boolean>,
+  ): Promise<boolean> {
+    try {
+      return await write(decision);
+    } catch (error) {
+      if (!isDataError(error)) throw error;
+      return this.#recordReduced(decision, key, error, write);
+    }
   }
 
   /**
