@@ -1,12 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Db } from '../../src/db/connect.js';
+import { describe, expect, it } from 'vitest';
 import { SecretScrubber } from '../../src/log.js';
-import type { PartnerApi } from '../../src/partner-api/client.js';
 import { enqueueEvents, resolveEvent } from '../../src/push/events/outboxSql.js';
-import { freshDb } from '../helpers/db.js';
-import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
-import { newEvent, quickOutboxSender } from './helpers.js';
-import { startOutboxGateway } from './outboxGateway.js';
+import { newEvent } from './helpers.js';
+import { outboxGatewayFixture } from './outboxGateway.js';
 
 /**
  * Under EVENTS_UNKNOWN_OUTCOME=park an event is parked unflagged at its unknown outcome: the
@@ -14,48 +10,29 @@ import { startOutboxGateway } from './outboxGateway.js';
  * refused; retried later, it must still be sent as what it is, a possible second copy.
  */
 describe('an event parked after an unknown outcome, discarded, then retried (park)', () => {
-  let sandbox: TestSandbox;
-  let db: Db;
-  let gateway: Awaited<ReturnType<typeof startOutboxGateway>>;
-  const apis: PartnerApi[] = [];
-  beforeAll(async () => {
-    sandbox = await testSandbox({ seed: 67 });
-    gateway = await startOutboxGateway(sandbox.url);
-    db = await freshDb();
-  });
-  afterAll(async () => {
-    for (const api of apis) await api.close();
-    await gateway?.close();
-    await db?.close();
-    await sandbox?.close();
-  });
+  const fx = outboxGatewayFixture({ seed: 67 });
+  const { received } = fx;
+  // Without `attempts`: the discarded row is compared whole.
+  const row = (key: string) => fx.row(key, ['state', 'possible_duplicate', 'last_error']);
 
-  const drain = () => {
-    const { sender, api } = quickOutboxSender(
-      { db, scrubber: new SecretScrubber() },
-      { url: gateway.url, apiKey: sandbox.apiKey },
-      { worker: 'discard-park', concurrency: 1, unknownOutcome: 'park' },
-    );
-    apis.push(api);
-    return sender.drain();
-  };
-  const row = (key: string) =>
-    db
-      .knex(db.table('events_outbox'))
-      .where({ idempotency_key: key })
-      .first('state', 'possible_duplicate', 'last_error');
-  const received = async (key: string) =>
-    (await sandbox.control.truth(sandbox.companyId)).events.filter((e) => e.metadata?.key === key).length;
+  const drain = () =>
+    fx
+      .sender(
+        { scrubber: new SecretScrubber() },
+        { url: fx.gatewayUrl },
+        { worker: 'discard-park', concurrency: 1, unknownOutcome: 'park' },
+      )
+      .drain();
 
   it('is sent again flagged a possible duplicate: the discard kept what the parking knew', async () => {
-    await enqueueEvents(db.knex, db, [newEvent('parked-discarded')]);
+    await enqueueEvents(fx.db.knex, fx.db, [newEvent('parked-discarded')]);
     // A 502 from a gateway once the platform has taken it: an unknown outcome.
-    gateway.gateway.badGateways = 1;
+    fx.gateway.badGateways = 1;
     expect(await drain()).toMatchObject({ sent: 0, parked: 1 });
     const parked = await row('parked-discarded');
-    expect(await resolveEvent(db.knex, db, 'parked-discarded', 'discard')).toBe('failed');
+    expect(await resolveEvent(fx.db.knex, fx.db, 'parked-discarded', 'discard')).toBe('failed');
     const discarded = await row('parked-discarded');
-    expect(await resolveEvent(db.knex, db, 'parked-discarded', 'retry')).toBe('pending');
+    expect(await resolveEvent(fx.db.knex, fx.db, 'parked-discarded', 'retry')).toBe('pending');
     const retried = await row('parked-discarded');
     expect(await drain()).toMatchObject({ sent: 1 });
 
@@ -71,14 +48,14 @@ describe('an event parked after an unknown outcome, discarded, then retried (par
   });
 
   it('a pending event the platform never saw, discarded then retried, is sent unflagged', async () => {
-    await enqueueEvents(db.knex, db, [newEvent('pending-discarded')]);
-    expect(await resolveEvent(db.knex, db, 'pending-discarded', 'discard')).toBe('failed');
+    await enqueueEvents(fx.db.knex, fx.db, [newEvent('pending-discarded')]);
+    expect(await resolveEvent(fx.db.knex, fx.db, 'pending-discarded', 'discard')).toBe('failed');
     expect(await row('pending-discarded')).toEqual({
       state: 'failed',
       possible_duplicate: false,
       last_error: 'discarded by an operator',
     });
-    expect(await resolveEvent(db.knex, db, 'pending-discarded', 'retry')).toBe('pending');
+    expect(await resolveEvent(fx.db.knex, fx.db, 'pending-discarded', 'retry')).toBe('pending');
     expect(await drain()).toMatchObject({ sent: 1, possibleDuplicates: 0 });
     expect(await received('pending-discarded')).toBe(1);
     expect(await row('pending-discarded')).toMatchObject({ state: 'sent', possible_duplicate: false });

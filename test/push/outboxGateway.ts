@@ -1,8 +1,16 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll } from 'vitest';
+import type { Db } from '../../src/db/connect.js';
+import type { PartnerApi } from '../../src/partner-api/client.js';
+import type { OutboxSender } from '../../src/push/events/outboxSender.js';
+import type { SandboxOptions } from '../../src/sandbox/server.js';
+import { freshDb } from '../helpers/db.js';
+import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
+import { quickOutboxSender } from './helpers.js';
 
 /** What the gateway does to the next POSTs of events; every other request is forwarded as it is. */
-interface GatewayFaults {
+export interface GatewayFaults {
   /** Answered 503 without being forwarded: the platform is down and never sees them. */
   unavailable: number;
   /**
@@ -80,5 +88,87 @@ export async function startOutboxGateway(upstream: string) {
     gateway,
     url,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+type QuickSender = Parameters<typeof quickOutboxSender>;
+
+const outboxRow = (db: Db, key: string, columns: readonly string[]) =>
+  db
+    .knex(db.table('events_outbox'))
+    .where({ idempotency_key: key })
+    .first(...columns);
+
+export interface OutboxGatewayFixture {
+  readonly sandbox: TestSandbox;
+  /** What the gateway does to the next events: a test sets it. */
+  readonly gateway: GatewayFaults;
+  /** The gateway's own address; the sandbox's, `sandbox.url`, goes around it. */
+  readonly gatewayUrl: string;
+  readonly db: Db;
+  /** quickOutboxSender on this database with the sandbox's key; its client is closed after the block. */
+  sender(
+    deps: Omit<QuickSender[0], 'db'>,
+    platform: Omit<QuickSender[1], 'apiKey'>,
+    options: QuickSender[2],
+  ): OutboxSender;
+  /** The events_outbox row of `key`: `columns` of it, by default those most tests look at. */
+  row(key: string, columns?: readonly string[]): ReturnType<typeof outboxRow>;
+  /** How many events carrying `key` in their metadata the platform holds. */
+  received(key: string): Promise<number>;
+}
+
+/**
+ * For the describe block it is called in: a sandbox started with `options`, the outbox gateway in
+ * front of it, a fresh database, and the clients of the senders the tests make; all closed after
+ * the block, in the reverse order, whichever of them were started.
+ */
+export function outboxGatewayFixture(options: SandboxOptions): OutboxGatewayFixture {
+  const apis: PartnerApi[] = [];
+  const started = {} as {
+    sandbox: TestSandbox;
+    gateway: Awaited<ReturnType<typeof startOutboxGateway>>;
+    db: Db;
+  };
+  beforeAll(async () => {
+    started.sandbox = await testSandbox(options);
+    started.gateway = await startOutboxGateway(started.sandbox.url);
+    started.db = await freshDb();
+  });
+  afterAll(async () => {
+    for (const api of apis) await api.close();
+    await started.db?.close();
+    await started.gateway?.close();
+    await started.sandbox?.close();
+  });
+  return {
+    get sandbox() {
+      return started.sandbox;
+    },
+    get gateway() {
+      return started.gateway.gateway;
+    },
+    get gatewayUrl() {
+      return started.gateway.url;
+    },
+    get db() {
+      return started.db;
+    },
+    sender(deps, platform, senderOptions) {
+      const { sender, api } = quickOutboxSender(
+        { db: started.db, ...deps },
+        { ...platform, apiKey: started.sandbox.apiKey },
+        senderOptions,
+      );
+      apis.push(api);
+      return sender;
+    },
+    row: (key, columns = ['state', 'possible_duplicate', 'attempts', 'last_error']) =>
+      outboxRow(started.db, key, columns),
+    async received(key) {
+      const { sandbox } = started;
+      return (await sandbox.control.truth(sandbox.companyId)).events.filter((e) => e.metadata?.key === key)
+        .length;
+    },
   };
 }

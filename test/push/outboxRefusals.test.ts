@@ -1,12 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Db } from '../../src/db/connect.js';
+import { describe, expect, it } from 'vitest';
 import { SecretScrubber } from '../../src/log.js';
-import type { PartnerApi } from '../../src/partner-api/client.js';
 import { enqueueEvents, resolveEvent } from '../../src/push/events/outboxSql.js';
-import { freshDb } from '../helpers/db.js';
-import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
-import { newEvent, quickOutboxSender } from './helpers.js';
-import { startOutboxGateway } from './outboxGateway.js';
+import { newEvent } from './helpers.js';
+import { outboxGatewayFixture } from './outboxGateway.js';
 
 /**
  * A 403 over the real client, real HTTP and the real database: one event refused while the key
@@ -15,46 +11,23 @@ import { startOutboxGateway } from './outboxGateway.js';
  * again; a key refused everywhere (deactivated) fails nothing.
  */
 describe('outbox events answered 403', () => {
-  let sandbox: TestSandbox;
-  let db: Db;
-  let gateway: Awaited<ReturnType<typeof startOutboxGateway>>;
-  const apis: PartnerApi[] = [];
-  beforeAll(async () => {
-    sandbox = await testSandbox({ seed: 53 });
-    gateway = await startOutboxGateway(sandbox.url);
-    db = await freshDb();
-  });
-  afterAll(async () => {
-    for (const api of apis) await api.close();
-    await gateway?.close();
-    await db?.close();
-    await sandbox?.close();
-  });
+  const fx = outboxGatewayFixture({ seed: 53 });
+  const { row, received } = fx;
 
   /** A sender with a client of its own: the client keeps the key check's yes for a few seconds. */
-  const sender = (url: string) => {
-    const { sender, api } = quickOutboxSender(
-      { db, scrubber: new SecretScrubber([sandbox.apiKey]) },
-      { url, apiKey: sandbox.apiKey },
+  const sender = (url: string) =>
+    fx.sender(
+      { scrubber: new SecretScrubber([fx.sandbox.apiKey]) },
+      { url },
       { worker: 'refusals', concurrency: 2 },
     );
-    apis.push(api);
-    return sender;
-  };
-  const row = (key: string) =>
-    db
-      .knex(db.table('events_outbox'))
-      .where({ idempotency_key: key })
-      .first('state', 'possible_duplicate', 'attempts', 'last_error');
-  const received = async (key: string) =>
-    (await sandbox.control.truth(sandbox.companyId)).events.filter((e) => e.metadata?.key === key).length;
 
   it('a 403 with the key accepted fails that event for good, unflagged, with the scrubbed text; events retry sends it', async () => {
-    await enqueueEvents(db.knex, db, [newEvent('opted-out'), newEvent('opted-in')]);
+    await enqueueEvents(fx.db.knex, fx.db, [newEvent('opted-out'), newEvent('opted-in')]);
     // The platform's text echoes the key: it must not reach the row.
-    gateway.gateway.refuse = (body) =>
-      body.includes('opted-out@') ? `contact has opted out (key ${sandbox.apiKey})` : undefined;
-    const first = await sender(gateway.url).drain();
+    fx.gateway.refuse = (body) =>
+      body.includes('opted-out@') ? `contact has opted out (key ${fx.sandbox.apiKey})` : undefined;
+    const first = await sender(fx.gatewayUrl).drain();
     expect(first).toMatchObject({ sent: 1, failed: 1, retried: 0, parked: 0, possibleDuplicates: 0 });
     expect(await row('opted-out')).toEqual({
       state: 'failed',
@@ -65,22 +38,22 @@ describe('outbox events answered 403', () => {
     expect(await received('opted-in')).toBe(1);
     // Not tried again by later drains, however short the backoff.
     await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(await sender(gateway.url).drain()).toMatchObject({ sent: 0, failed: 0, retried: 0 });
+    expect(await sender(fx.gatewayUrl).drain()).toMatchObject({ sent: 0, failed: 0, retried: 0 });
 
     // The person opted in again: an operator sends it once more.
-    gateway.gateway.refuse = () => undefined;
-    expect(await resolveEvent(db.knex, db, 'opted-out', 'retry')).toBe('pending');
-    expect(await sender(gateway.url).drain()).toMatchObject({ sent: 1, failed: 0, possibleDuplicates: 0 });
+    fx.gateway.refuse = () => undefined;
+    expect(await resolveEvent(fx.db.knex, fx.db, 'opted-out', 'retry')).toBe('pending');
+    expect(await sender(fx.gatewayUrl).drain()).toMatchObject({ sent: 1, failed: 0, possibleDuplicates: 0 });
     expect(await row('opted-out')).toMatchObject({ state: 'sent', possible_duplicate: false, attempts: 1 });
     expect(await received('opted-out')).toBe(1);
   });
 
   it('a 403 with the key refused too (deactivated) is an outage of the key: pending, the attempt not counted', async () => {
-    await enqueueEvents(db.knex, db, [newEvent('key-off')]);
-    await sandbox.control.deactivateKey(sandbox.apiKey);
+    await enqueueEvents(fx.db.knex, fx.db, [newEvent('key-off')]);
+    await fx.sandbox.control.deactivateKey(fx.sandbox.apiKey);
     try {
       // Due again after the policy's maxDelayMs, a millisecond here: tried more than once.
-      const refused = await sender(sandbox.url).drain();
+      const refused = await sender(fx.sandbox.url).drain();
       expect(refused).toMatchObject({ sent: 0, failed: 0, parked: 0, possibleDuplicates: 0 });
       expect(refused.retried).toBeGreaterThanOrEqual(1);
       const waiting = await row('key-off');
@@ -89,10 +62,10 @@ describe('outbox events answered 403', () => {
         /^the API key is missing, invalid or inactive \(POST \/events answered 403\)/,
       );
     } finally {
-      await sandbox.control.activateKey(sandbox.apiKey);
+      await fx.sandbox.control.activateKey(fx.sandbox.apiKey);
     }
     await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(await sender(sandbox.url).drain()).toMatchObject({ sent: 1, failed: 0 });
+    expect(await sender(fx.sandbox.url).drain()).toMatchObject({ sent: 1, failed: 0 });
     expect(await received('key-off')).toBe(1);
   });
 });

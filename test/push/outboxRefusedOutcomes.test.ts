@@ -1,15 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Db } from '../../src/db/connect.js';
+import { describe, expect, it } from 'vitest';
 import { SecretScrubber } from '../../src/log.js';
 import { makeMetrics } from '../../src/metrics.js';
-import type { PartnerApi } from '../../src/partner-api/client.js';
 import type { OutboxSender } from '../../src/push/events/outboxSender.js';
 import { enqueueEvents } from '../../src/push/events/outboxSql.js';
-import { freshDb } from '../helpers/db.js';
 import { capturedLog } from '../helpers/log.js';
-import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
-import { newEvent, quickOutboxSender } from './helpers.js';
-import { startOutboxGateway } from './outboxGateway.js';
+import { newEvent, type quickOutboxSender } from './helpers.js';
+import { outboxGatewayFixture } from './outboxGateway.js';
 
 /**
  * An outcome whose full write the database refuses (an operator's check: the daemon's own values
@@ -18,32 +14,22 @@ import { startOutboxGateway } from './outboxGateway.js';
  * written reduced instead: its state, and why the rest could not be stored.
  */
 describe('an outcome the database refuses in full', () => {
-  let sandbox: TestSandbox;
-  let db: Db;
-  let gateway: Awaited<ReturnType<typeof startOutboxGateway>>;
-  const apis: PartnerApi[] = [];
-  beforeAll(async () => {
-    sandbox = await testSandbox({ seed: 61 });
-    gateway = await startOutboxGateway(sandbox.url);
-    db = await freshDb();
-  });
-  afterAll(async () => {
-    for (const api of apis) await api.close();
-    await gateway?.close();
-    await db?.close();
-    await sandbox?.close();
-  });
+  const fx = outboxGatewayFixture({ seed: 61 });
+  const { received } = fx;
+  // With what a reduced write leaves out: the platform's id and when it was sent.
+  const row = (key: string) =>
+    fx.row(key, ['state', 'possible_duplicate', 'attempts', 'last_error', 'platform_event_id', 'sent_at']);
 
-  const table = () => `"${db.schema}".events_outbox`;
-  const sender = (worker: string, deps: Partial<Parameters<typeof quickOutboxSender>[0]> = {}) => {
-    const { sender, api } = quickOutboxSender(
-      { db, scrubber: new SecretScrubber([sandbox.apiKey]), ...deps },
-      { url: gateway.url, apiKey: sandbox.apiKey },
+  const table = () => `"${fx.db.schema}".events_outbox`;
+  const sender = (
+    worker: string,
+    deps: Pick<Parameters<typeof quickOutboxSender>[0], 'log' | 'metrics'> = {},
+  ) =>
+    fx.sender(
+      { scrubber: new SecretScrubber([fx.sandbox.apiKey]), ...deps },
+      { url: fx.gatewayUrl },
       { worker, concurrency: 2 },
     );
-    apis.push(api);
-    return sender;
-  };
   /** A drain, its refusal (a failed outcome write ends a drain) returned rather than thrown. */
   const drain = (s: OutboxSender) =>
     s.drain().then(
@@ -55,25 +41,18 @@ describe('an outcome the database refuses in full', () => {
    * takes back a claim left `sending` sends its event again, as an unknown outcome.
    */
   const afterTheLease = async (s: OutboxSender) => {
-    await db.knex.raw(
+    await fx.db.knex.raw(
       `update ${table()} set lease_expires_at = now() - interval '1 second' where state = 'sending'`,
     );
     return drain(s);
   };
-  const row = (key: string) =>
-    db
-      .knex(db.table('events_outbox'))
-      .where({ idempotency_key: key })
-      .first('state', 'possible_duplicate', 'attempts', 'last_error', 'platform_event_id', 'sent_at');
-  const received = async (key: string) =>
-    (await sandbox.control.truth(sandbox.companyId)).events.filter((e) => e.metadata?.key === key).length;
 
   it('an accepted event whose platform id is refused is recorded sent, reduced, and never sent again', async () => {
-    await db.knex.raw(
+    await fx.db.knex.raw(
       `alter table ${table()} add constraint no_id_for_accepted
          check (idempotency_key <> 'refused-accepted' or platform_event_id is null)`,
     );
-    await enqueueEvents(db.knex, db, [newEvent('refused-accepted'), newEvent('refused-beside')]);
+    await enqueueEvents(fx.db.knex, fx.db, [newEvent('refused-accepted'), newEvent('refused-beside')]);
     const s = sender('refused-accepted');
 
     const first = await drain(s);
@@ -100,19 +79,19 @@ describe('an outcome the database refuses in full', () => {
   });
 
   it("an operator's trigger refusing it (RAISE EXCEPTION) is a refusal too: recorded reduced, not retried for ever", async () => {
-    await db.knex.raw(`
-      create function "${db.schema}".refuse_event_id() returns trigger language plpgsql as $$
+    await fx.db.knex.raw(`
+      create function "${fx.db.schema}".refuse_event_id() returns trigger language plpgsql as $$
       begin
         if new.idempotency_key = 'raised-accepted' and new.platform_event_id is not null then
           raise exception 'no platform ids here';
         end if;
         return new;
       end $$`);
-    await db.knex.raw(
-      `create trigger refuse_event_id before update on ${table()} for each row execute function "${db.schema}".refuse_event_id()`,
+    await fx.db.knex.raw(
+      `create trigger refuse_event_id before update on ${table()} for each row execute function "${fx.db.schema}".refuse_event_id()`,
     );
     try {
-      await enqueueEvents(db.knex, db, [newEvent('raised-accepted')]);
+      await enqueueEvents(fx.db.knex, fx.db, [newEvent('raised-accepted')]);
       const s = sender('raised-accepted');
       const first = await drain(s);
       const second = await afterTheLease(s);
@@ -124,17 +103,17 @@ describe('an outcome the database refuses in full', () => {
       expect(reduced).toMatchObject({ state: 'sent', platform_event_id: null });
       expect(reduced?.last_error).toMatch(/SQLSTATE P0001, .*no platform ids here/);
     } finally {
-      await db.knex.raw(`drop trigger refuse_event_id on ${table()}`);
+      await fx.db.knex.raw(`drop trigger refuse_event_id on ${table()}`);
     }
   });
 
   it('a 503 whose text is refused is due again, not flagged: it never reached the platform', async () => {
-    await db.knex.raw(
+    await fx.db.knex.raw(
       `alter table ${table()} add constraint no_unavailable_text
          check (idempotency_key <> 'refused-unavailable' or last_error not like '%answered 503%')`,
     );
-    await enqueueEvents(db.knex, db, [newEvent('refused-unavailable')]);
-    gateway.gateway.unavailable = 1;
+    await enqueueEvents(fx.db.knex, fx.db, [newEvent('refused-unavailable')]);
+    fx.gateway.unavailable = 1;
     const s = sender('refused-unavailable');
 
     const first = await drain(s);
@@ -155,10 +134,10 @@ describe('an outcome the database refuses in full', () => {
   });
 
   it('refused even reduced: logged as lost with its key, and taken back once its claim lapses, as before', async () => {
-    await db.knex.raw(
+    await fx.db.knex.raw(
       `alter table ${table()} add constraint never_sent check (idempotency_key <> 'refused-twice' or state <> 'sent')`,
     );
-    await enqueueEvents(db.knex, db, [newEvent('refused-twice')]);
+    await enqueueEvents(fx.db.knex, fx.db, [newEvent('refused-twice')]);
     const { log, lines } = capturedLog();
     const metrics = makeMetrics();
     const s = sender('refused-twice', { log, metrics });
