@@ -170,6 +170,26 @@ export async function unlistedSince(
     .select('id', 'slug');
 }
 
+/**
+ * A stored record the platform should still answer for by its slug, not among `excluded` (ids as
+ * text): the one listed last, and for a professional one whose single read has succeeded before.
+ * What a run reads to tell a single read that is down from records that fail on their own.
+ */
+export async function probeTarget(
+  q: Queryable,
+  db: Tables,
+  tableName: DirectoryTable,
+  excluded: readonly string[],
+): Promise<{ id: string | number; slug: string } | undefined> {
+  const query = q(db.table(tableName))
+    .whereNull('removed_at')
+    .whereRaw('not (??::text = any(?::text[]))', ['id', arrayLiteral(excluded.map(directoryIdText))])
+    .orderBy('last_seen_at', 'desc')
+    .first('id', 'slug');
+  if (tableName === 'professionals') query.whereNotNull('detail_fetched_at');
+  return query;
+}
+
 /** After complete listings that began at `startedAt` (and the candidates' confirmation): what they did not return is gone. */
 export async function markRemovedDirectory(
   q: Queryable,

@@ -8,6 +8,7 @@ import {
   directoryIdText,
   markListed,
   markRemovedDirectory,
+  probeTarget,
   readStoredProfessionals,
   unlistedSince,
   upsertLocations,
@@ -37,7 +38,10 @@ export async function syncLocations(
 ): Promise<void> {
   const { db, api } = ctx;
   const startedAt = await readDatabaseNow(db.knex);
-  const reads = new SingleReads('locations', counts, signal);
+  const reads = new SingleReads('locations', counts, signal, {
+    bySlug: (slug) => api.locations.read(slug, signal),
+    probeTarget: (failedIds) => probeTarget(db.knex, db, 'locations', failedIds),
+  });
   for (const active of BOTH) {
     for await (const page of api.locations.pages(active, null, signal)) {
       addCount(counts, 'pages');
@@ -45,10 +49,9 @@ export async function syncLocations(
       await quarantineListed(ctx, 'locations', page.rejected, counts);
     }
   }
-  await confirmUnlisted(ctx, 'locations', startedAt, counts, reads, {
-    read: (slug) => ctx.api.locations.read(slug, signal),
-    store: (found) => upsertLocations(db.knex, db, found),
-  });
+  await confirmUnlisted(ctx, 'locations', startedAt, counts, reads, (found) =>
+    upsertLocations(db.knex, db, found),
+  );
   reads.failIfDown();
   addCount(counts, 'removed', await markRemovedFenced(ctx, 'locations', startedAt, fence));
   ctx.metrics?.lastCompleteWalk.set({ sync_job: JOB.locations }, Date.now() / 1000);
@@ -74,7 +77,10 @@ export async function syncProfessionals(
 ): Promise<void> {
   const { db, api, log } = ctx;
   const startedAt = await readDatabaseNow(db.knex);
-  const reads = new SingleReads('professionals', counts, signal);
+  const reads = new SingleReads('professionals', counts, signal, {
+    bySlug: (slug) => api.professionals.read(slug, signal),
+    probeTarget: (failedIds) => probeTarget(db.knex, db, 'professionals', failedIds),
+  });
   for (const active of BOTH) {
     for await (const page of api.professionals.pages(active, null, signal)) {
       const stored = await readStoredProfessionals(
@@ -93,7 +99,7 @@ export async function syncProfessionals(
       let failed = 0;
       let skipped = 0;
       await mapBounded(toRead, ctx.detailConcurrency, async (item) => {
-        const read = await reads.read(item.id, () => api.professionals.read(item.slug, signal));
+        const read = await reads.read(item);
         if (read === 'skipped') skipped++;
         else if (read === undefined) return;
         else if ('record' in read) details.set(item.id, read.record);
@@ -119,15 +125,13 @@ export async function syncProfessionals(
   }
   // Down during the listings: no unlisted record could be confirmed, and none is marked removed.
   reads.failIfDown();
-  await confirmUnlisted(ctx, 'professionals', startedAt, counts, reads, {
-    read: (slug) => ctx.api.professionals.read(slug, signal),
-    store: (found) =>
-      upsertProfessionals(
-        db.knex,
-        db,
-        found.map((p) => ({ item: p, detail: p })),
-      ),
-  });
+  await confirmUnlisted(ctx, 'professionals', startedAt, counts, reads, (found) =>
+    upsertProfessionals(
+      db.knex,
+      db,
+      found.map((p) => ({ item: p, detail: p })),
+    ),
+  );
   reads.failIfDown();
   addCount(counts, 'removed', await markRemovedFenced(ctx, 'professionals', startedAt, fence));
   ctx.metrics?.lastCompleteWalk.set({ sync_job: JOB.professionals }, Date.now() / 1000);
@@ -177,49 +181,75 @@ function markRemovedFenced(
 
 /**
  * Single reads in a row that got no record (each failing for its record alone, see
- * `recordReadFailure`) after which a run takes the single read itself for down.
+ * `recordReadFailure`) after which a run asks whether the single read itself is down.
  *
  * A record that fails is that record's failure, and the run goes on. But when every read fails,
  * the trouble is not in the records: the route is down, or answers every record the same error
  * (a proxy, a changed API). Going on would spend the retry budget of every record in turn (a run
  * of hours, for a directory of thousands), and end as a success that stored no `location_id`
  * nor confirmed any removal: the job's alert would never fire. So from this many failures in a
- * row the run stops reading, stores the listings, marks nothing removed, and fails as retryable.
+ * row the run reads one record it knows to exist (`ProbeTarget`); when that fails too, the run
+ * stops reading, stores the listings, marks nothing removed, and fails as retryable.
  *
  * Not one: an incremental run reads only the new, changed or unread records, and a record whose
- * read fails for good is among them on every run, often alone. Failing the run on it would fail
- * every run on one bad record, the defect this replaces. Three distinct records failing with
- * nothing read between them is rarely three bad records.
+ * read fails for good is among them on every run, often alone. Three distinct records failing with
+ * nothing read between them is rarely three bad records; and when it is (three records the
+ * platform always refuses, read together by every incremental run), the probe reads well and the
+ * run goes on, instead of failing every run on them.
  */
 const SINGLE_READS_DOWN_AFTER = 3;
 
+/** A record as the single read asks for it: by its slug, and checked against its id. */
+interface RecordRef {
+  readonly id: string | number;
+  readonly slug: string;
+}
+
+/**
+ * A resource's single read (`bySlug`), and how a run checks that it answers at all: a stored
+ * record that this run's failures do not name (`probeTarget`, given their ids).
+ */
+interface SingleReadRoute<T> {
+  readonly bySlug: (slug: string) => Promise<CheckedRecord<T>>;
+  readonly probeTarget: (failedIds: readonly string[]) => Promise<RecordRef | undefined>;
+}
+
 /**
  * The single reads of one run (a professional's detail, an unlisted record's confirmation): each
- * read through `readIfSame`, counting failures in a row until one gets an answer.
+ * read through `readIfSame`, counting failures in a row until one gets an answer, and probing the
+ * route once that count reaches SINGLE_READS_DOWN_AFTER.
  */
-class SingleReads {
+class SingleReads<T extends { id: string | number }> {
   #inARow = 0;
-  #down: { readonly failures: number; readonly last: string } | undefined;
+  readonly #failedIds: string[] = [];
+  #probing: Promise<void> | undefined;
+  #down: { readonly failures: number; readonly probed: boolean; readonly last: string } | undefined;
 
   constructor(
     private readonly resource: DirectoryTable,
     private readonly counts: RunCounts,
     private readonly signal: AbortSignal | undefined,
+    private readonly route: SingleReadRoute<T>,
   ) {}
 
   /** The read, or `skipped` (not made) once the single read is taken for down. */
-  async read<T extends { id: string | number }>(
-    id: string | number,
-    read: () => Promise<CheckedRecord<T>>,
-  ): Promise<CheckedRecord<T> | undefined | 'skipped'> {
+  async read(record: RecordRef): Promise<CheckedRecord<T> | undefined | 'skipped'> {
     if (this.#down !== undefined) {
       addCount(this.counts, 'reads_skipped');
       return 'skipped';
     }
-    const checked = await readIfSame(id, read, this.signal);
-    if (checked === undefined || !('failed' in checked)) this.#inARow = 0;
-    else if (++this.#inARow >= SINGLE_READS_DOWN_AFTER && this.#down === undefined) {
-      this.#down = { failures: this.#inARow, last: checked.failed };
+    const checked = await this.#readIfSame(record);
+    if (checked === undefined || !('failed' in checked)) {
+      this.#inARow = 0;
+      return checked;
+    }
+    this.#failedIds.push(directoryIdText(record.id));
+    if (++this.#inARow >= SINGLE_READS_DOWN_AFTER) {
+      // Reads failing while the probe is out wait for its verdict rather than probe again.
+      this.#probing ??= this.#probeRoute(checked.failed).finally(() => {
+        this.#probing = undefined;
+      });
+      await this.#probing;
     }
     return checked;
   }
@@ -229,9 +259,30 @@ class SingleReads {
     if (this.#down === undefined) return;
     throw new RetryableError(
       `the single read of ${this.resource} (GET /${this.resource}/:slug) failed for ` +
-        `${this.#down.failures} records in a row, none read between them: taken for down; the ` +
-        `listings are stored, nothing is marked removed, the next run reads again (last: ${this.#down.last})`,
+        `${this.#down.failures} records in a row, none read between them, ` +
+        (this.#down.probed ? 'and for a record known to exist' : 'and no record known to exist to try') +
+        `: taken for down; the listings are stored, nothing is marked removed, the next run reads ` +
+        `again (last: ${this.#down.last})`,
     );
+  }
+
+  /**
+   * Reads a record known to exist. Read (valid or not), the failures were their records' own and
+   * the count starts again; failed, not found, or with no record to try (an empty mirror), the
+   * single read is down. A failure that is not about a record (a 429, no answer) throws, as it
+   * would from any read, and fails the run.
+   */
+  async #probeRoute(last: string): Promise<void> {
+    const failures = this.#inARow;
+    const target = await this.route.probeTarget(this.#failedIds);
+    const checked = target === undefined ? undefined : await this.#readIfSame(target);
+    addCount(this.counts, 'reads_probed');
+    if (checked !== undefined && !('failed' in checked)) this.#inARow = 0;
+    else this.#down ??= { failures, probed: target !== undefined, last };
+  }
+
+  #readIfSame(record: RecordRef): Promise<CheckedRecord<T> | undefined> {
+    return readIfSame(record.id, () => this.route.bySlug(record.slug), this.signal);
   }
 }
 
@@ -316,14 +367,14 @@ async function confirmUnlisted<T extends { id: string | number }>(
   tableName: DirectoryTable,
   startedAt: Date,
   counts: RunCounts,
-  singleReads: SingleReads,
-  io: { read: (slug: string) => Promise<CheckedRecord<T>>; store: (found: T[]) => Promise<unknown> },
+  singleReads: SingleReads<T>,
+  store: (found: T[]) => Promise<unknown>,
 ): Promise<void> {
   const candidates = await unlistedSince(ctx.db.knex, ctx.db, tableName, startedAt);
   const reads = await mapBounded(candidates, ctx.detailConcurrency, async (c) => ({
     id: String(c.id),
     slug: c.slug,
-    read: await singleReads.read(c.id, () => io.read(c.slug)),
+    read: await singleReads.read(c),
   }));
   const found: T[] = [];
   const rejected: RejectedRecord[] = [];
@@ -346,6 +397,6 @@ async function confirmUnlisted<T extends { id: string | number }>(
     addCount(counts, 'unconfirmed', unconfirmed.length);
   }
   if (found.length === 0) return;
-  await io.store(found);
+  await store(found);
   addCount(counts, 'confirmed', found.length);
 }

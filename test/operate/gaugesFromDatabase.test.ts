@@ -177,6 +177,8 @@ describe('the directory records unread', () => {
     created_at: '2026-01-01T10:00:00Z',
   }));
   const failing = new Set(['pro-1', 'pro-3', 'pro-5']);
+  // Every single read answering an error: the read is down, and the run fails.
+  let down = false;
   const fx = fakePlatformFixture(({ path, query }): FakeAnswer => {
     if (path === '/professionals') {
       const listed = query.get('active') === 'true' ? pros : [];
@@ -190,7 +192,8 @@ describe('the directory records unread', () => {
     }
     const slug = /^\/professionals\/(.+)$/.exec(path)?.[1] ?? '';
     const found = pros.find((p) => p.slug === slug);
-    if (failing.has(slug)) return { status: 400, body: { error: 'this professional cannot be read' } };
+    if (down || failing.has(slug))
+      return { status: 400, body: { error: 'this professional cannot be read' } };
     return found === undefined
       ? { status: 404, body: { error: 'not found' } }
       : { status: 200, body: { ...found, location_id: 7 } };
@@ -220,9 +223,15 @@ describe('the directory records unread', () => {
   it('exports the records the last successful run could not read, until a run reads them', async () => {
     expect(await sync({ full: false })).toMatchObject({ outcome: 'success', counts: { details_failed: 3 } });
     expect(await unread()).toEqual({ 'professionals/detail': 3, 'professionals/confirm': 0 });
-    // The next run reads only those three, which fail in a row: the read is taken for down and
-    // the run fails. The gauge keeps what the last successful run counted.
+    // A run on which every read fails (the record read before, tried, too) is taken for down and
+    // fails. The gauge keeps what the last successful run counted.
+    down = true;
     await expect(sync({ full: false })).rejects.toThrow(/failed for 3 records in a row/);
+    expect(await unread()).toEqual({ 'professionals/detail': 3, 'professionals/confirm': 0 });
+    down = false;
+    // The next run reads only those three, which fail in a row, and a record read before, which
+    // answers: their own failures, and the run succeeds.
+    expect(await sync({ full: false })).toMatchObject({ outcome: 'success', counts: { details_failed: 3 } });
     expect(await unread()).toEqual({ 'professionals/detail': 3, 'professionals/confirm': 0 });
     expect(await sync({ full: true })).toMatchObject({ outcome: 'success', counts: { details_failed: 3 } });
     expect(await unread()).toEqual({ 'professionals/detail': 3, 'professionals/confirm': 0 });

@@ -267,7 +267,8 @@ describe('a professional whose single read fails for that record alone', () => {
     const counts = (
       typeof runRow.counts === 'string' ? JSON.parse(runRow.counts) : runRow.counts
     ) as RunCounts;
-    expect(counts).toMatchObject({ details_failed: 3, reads_skipped: 2 });
+    // The three, then a probe of a record read before, failing too; then the rest not asked.
+    expect(counts).toMatchObject({ details_failed: 3, reads_probed: 1, reads_skipped: 2 });
     expect(counts.removed).toBeUndefined();
     const stored = await rows();
     expect(stored.get('pro-2')).toMatchObject({ last_name: 'Listed while down', location_id: 20 });
@@ -275,6 +276,138 @@ describe('a professional whose single read fails for that record alone', () => {
     expect(stored.get('pro-4')).toMatchObject({ removed_at: null });
     failing.clear();
     listed = pros;
+  });
+});
+
+/**
+ * Three records whose single reads the platform always refuses, new since the last run: every
+ * incremental run reads them, and only them, three failures in a row. Taking that for a single
+ * read that is down failed every run on them; the run now reads a record it read before, and
+ * goes on when that one answers.
+ */
+describe('three records whose single reads always fail', () => {
+  const pros = Array.from({ length: 4 }, (_, i) => professional(i + 1));
+  const bad = [7, 8, 9].map((n) => professional(n));
+  let listed = pros;
+  const failing = new Map<string, FakeAnswer>();
+  // Single reads asked for, by slug, in order.
+  const asked: string[] = [];
+
+  const fx = fakePlatformFixture(({ path, query }) => {
+    if (path === '/professionals')
+      return listing('professionals', query.get('active') === 'true' ? listed : []);
+    const slug = /^\/professionals\/(.+)$/.exec(path)?.[1];
+    if (slug === undefined) return NOT_FOUND;
+    asked.push(slug);
+    const found = [...pros, ...bad].find((p) => p.slug === slug);
+    return (
+      failing.get(slug) ??
+      (found === undefined ? NOT_FOUND : { status: 200, body: { ...found, location_id: 7 } })
+    );
+  });
+
+  const run = (full = false) =>
+    runJob(
+      { db: fx.db, log: quietLog },
+      {
+        name: JOB.professionals,
+        run: (c, s) =>
+          syncProfessionals(pullContext(fx.db, fx.api, { detailConcurrency: 1 }), c, { full }, s),
+      },
+      { wait: true },
+    ).then(
+      (result) => result,
+      (error: unknown) => error,
+    );
+
+  // Each slug once, in the order first asked (the transport retries a 500).
+  const distinctAsked = () => [...new Set(asked)];
+
+  it('does not fail the incremental runs that read only them, once a record read before answers', async () => {
+    expect(await run()).toMatchObject({ outcome: 'success', counts: { details: 4 } });
+    listed = [...pros, ...bad];
+    for (const p of bad) failing.set(p.slug as string, { status: 500, body: { error: 'internal error' } });
+    for (let i = 0; i < 2; i++) {
+      asked.length = 0;
+      const result = await run();
+      expect(result).toMatchObject({
+        outcome: 'success',
+        counts: { fetched: 7, details_failed: 3, reads_probed: 1, removed: 0 },
+      });
+      // The three, then one record whose read succeeded before: never one of the three.
+      const slugs = distinctAsked();
+      expect(slugs.slice(0, 3).sort()).toEqual(['pro-7', 'pro-8', 'pro-9']);
+      expect(slugs).toHaveLength(4);
+      expect(pros.map((p) => p.slug)).toContain(slugs[3]);
+    }
+    const unread = await fx.db
+      .knex(fx.db.table('professionals'))
+      .whereNull('detail_fetched_at')
+      .orderBy('slug')
+      .pluck('slug');
+    expect(unread).toEqual(['pro-7', 'pro-8', 'pro-9']);
+  });
+
+  it('still fails the run when the record read before fails too, or when there is none to read', async () => {
+    for (const p of pros) failing.set(p.slug as string, { status: 500, body: { error: 'internal error' } });
+    const error = await run();
+    expect(error).toBeInstanceOf(RetryableError);
+    expect((error as Error).message).toMatch(
+      /failed for 3 records in a row, none read between them, and for a record known to exist/,
+    );
+    // A mirror holding no record read before has none to try: three failures are enough.
+    await fx.db.knex(fx.db.table('professionals')).delete();
+    listed = bad;
+    asked.length = 0;
+    const none = await run();
+    expect(none).toBeInstanceOf(RetryableError);
+    expect((none as Error).message).toMatch(
+      /failed for 3 records in a row, none read between them, and no record known to exist to try/,
+    );
+    expect(distinctAsked().sort()).toEqual(['pro-7', 'pro-8', 'pro-9']);
+  });
+});
+
+/**
+ * The same for locations, whose single read confirms a record missing from the listings: three
+ * unlisted locations whose reads fail are kept, unconfirmed, when a listed location reads well,
+ * and fail the run when none does.
+ */
+describe('three unlisted locations whose single reads fail', () => {
+  let listed = [1, 2, 3, 4, 5].map((id) => location(id));
+  const failing = new Map<string, FakeAnswer>();
+  const fx = fakePlatformFixture(({ path, query }) => {
+    if (path === '/locations') return listing('locations', query.get('active') === 'true' ? listed : []);
+    const slug = /^\/locations\/(.+)$/.exec(path)?.[1] ?? '';
+    const found = listed.find((l) => l.slug === slug);
+    return failing.get(slug) ?? (found === undefined ? NOT_FOUND : { status: 200, body: found });
+  });
+  const run = () => {
+    const counts: RunCounts = {};
+    return syncLocations(pullContext(fx.db, fx.api, { detailConcurrency: 1 }), counts).then(
+      () => counts,
+      (error: unknown) => error,
+    );
+  };
+  const removed = () =>
+    fx.db.knex(fx.db.table('locations')).whereNotNull('removed_at').orderBy('id').pluck('id');
+
+  it('keeps them unconfirmed when a listed location reads, and fails the run when it does not', async () => {
+    expect(await run()).toMatchObject({ fetched: 5, removed: 0 });
+    listed = listed.slice(0, 2);
+    for (const slug of ['loc-3', 'loc-4', 'loc-5'])
+      failing.set(slug, { status: 500, body: { error: 'internal error' } });
+    expect(await run()).toMatchObject({ unconfirmed: 3, reads_probed: 1, removed: 0 });
+    expect(await removed()).toEqual([]);
+
+    for (const slug of ['loc-1', 'loc-2'])
+      failing.set(slug, { status: 500, body: { error: 'internal error' } });
+    expect(await run()).toBeInstanceOf(RetryableError);
+    expect(await removed()).toEqual([]);
+
+    failing.clear();
+    expect(await run()).toMatchObject({ removed: 3 });
+    expect(await removed()).toEqual([3, 4, 5]);
   });
 });
 
