@@ -105,6 +105,10 @@ describe('pagination (spec 2.6): the last page and the count', () => {
     ]);
     expect(page.nextCursor).toBe('c2');
     expect(page.countMismatch).toEqual({ count: 3, records: 2 });
+    // The answer's array is taken, so that nothing of the answer outlives the page but what the
+    // page made of it (the rejected keep their raw record): see pageOf.
+    expect(records).toEqual([]);
+    expect(page.rejected?.[0]?.raw).toEqual(fullReview(2, { rating: 'five' }));
     // A count below the records is reported alike; agreeing, nothing is.
     const more = pageOf([fullReview(1), fullReview(2)], { count: 1, has_more: false }, reviewSchema, WHERE);
     expect(more.countMismatch).toEqual({ count: 1, records: 2 });
