@@ -249,7 +249,7 @@ export function makeMetrics() {
     events: startAtZero(
       new Counter({
         name: 'review_mirror_events_total',
-        help: 'Outbox send attempts by outcome: sent, retried (to be sent again), failed (for good), parked (outcome unknown, for an operator), possible_duplicate (sent again after an unknown outcome).',
+        help: 'Outbox send attempts by outcome: sent, retried (to be sent again), failed (for good), parked (outcome unknown, for an operator), possible_duplicate (flagged after an unknown outcome or a lapsed claim: the platform may hold it twice).',
         labelNames: ['outcome'] as const,
         registers,
       }),

@@ -1,5 +1,5 @@
 import type { Stats } from 'node:fs';
-import { lstat, mkdir, open, readdir, readlink, rename, stat } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readlink, rename, stat } from 'node:fs/promises';
 import { basename, extname, join, resolve, sep } from 'node:path';
 import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import { isDataError } from '../../db/dataError.js';
@@ -294,10 +294,9 @@ async function pushFile(
   let destination = 'failed';
   try {
     await refuseLink(path, stats, options.dir);
-    await refuseUnreadable(path);
     const summary = EVENTS_FILE.test(name)
-      ? await enqueueEvents(deps, options, path, at.counts)
-      : await pushExport(deps, options, path, name, at, () => {
+      ? await enqueueEvents(deps, options, path, stats, at.counts)
+      : await pushExport(deps, options, { path, name, taken: stats }, at, () => {
           reading.file = false;
         });
     const refused = everyRowRejected(summary);
@@ -393,17 +392,6 @@ function whyLeft(stats: Stats): string | undefined {
   return `it is ${kindOf(stats)}, not a file${pipe}: the inbox takes regular files only, and leaves it where it is; remove it, and drop the export as a file (written under another name, then renamed)`;
 }
 
-/**
- * A file this process may not read, refused as the file's own fault (the reader fails an empty
- * one itself).
- */
-async function refuseUnreadable(path: string): Promise<void> {
-  const handle = await open(path, 'r').catch((error: NodeJS.ErrnoException) => {
-    throw new InboxFileError(`the file cannot be read (${error.code ?? error.message})`, { cause: error });
-  });
-  await handle.close();
-}
-
 interface FileOutcome {
   readonly read: number;
   /** Rows reported in the file's `.rejects.csv` as invalid (not those a later row replaced). */
@@ -431,9 +419,10 @@ async function enqueueEvents(
   deps: PushContactsDeps,
   options: InboxOptions,
   path: string,
+  taken: Stats,
   counts: RunCounts,
 ): Promise<FileOutcome> {
-  const summary = await enqueueEventsFile(deps.db, path, { encoding: options.push.encoding });
+  const summary = await enqueueEventsFile(deps.db, path, { encoding: options.push.encoding, sameAs: taken });
   addCount(counts, 'events_enqueued', summary.enqueued);
   // Its events are sent by the outbox, which retries and records each: none failed here.
   return { ...summary, failed: 0, message: 'events file enqueued' };
@@ -442,8 +431,7 @@ async function enqueueEvents(
 async function pushExport(
   deps: PushContactsDeps,
   options: InboxOptions,
-  path: string,
-  name: string,
+  { path, name, taken }: { readonly path: string; readonly name: string; readonly taken: Stats },
   at: RunOf,
   staged: () => void,
 ): Promise<FileOutcome> {
@@ -451,6 +439,7 @@ async function pushExport(
     deps,
     path,
     {
+      sameAs: taken,
       ...options.push,
       mapping: options.mapping,
       rules: options.rules,

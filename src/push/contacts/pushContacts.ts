@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
 import PQueue from 'p-queue';
 import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import type { Db } from '../../db/connect.js';
@@ -15,6 +13,7 @@ import type { ContactRowOutcome, Metrics } from '../../metrics.js';
 import type { PartnerApi } from '../../partner-api/client.js';
 import type { UpsertOptions } from '../../partner-api/contacts.js';
 import { enqueueEvents } from '../events/outboxSql.js';
+import { type FileIdentity, openExport } from '../exportFile.js';
 import { formatOf, type ReadOptions } from '../readRecords.js';
 import { RejectReport } from '../rejectReport.js';
 import type { ContactRow } from './contactRow.js';
@@ -71,6 +70,8 @@ export interface PushContactsOptions extends ReadOptions {
   /** Requests started per second, across every worker. */
   readonly ratePerSecond: number;
   readonly logRetentionDays: number;
+  /** The file the inbox took under this name: only that one is read (see openExport). */
+  readonly sameAs?: FileIdentity | undefined;
 }
 
 export interface PushSummary {
@@ -152,7 +153,7 @@ export async function pushContacts(
   const startedAt = performance.now();
   const pushId = randomUUID();
   // A missing file fails here, before a report is created beside it.
-  const { size } = await stat(file);
+  const { bytes, size } = await openExport(file, options.sameAs);
   const report = new RejectReport(file);
   const pushLog = new PushLogWriter(db, { runId: run.runId, file }, !options.dryRun);
   const summary: PushSummary = {
@@ -173,7 +174,6 @@ export async function pushContacts(
     reportPath: report.path,
   };
   try {
-    const bytes = createReadStream(file);
     const tick = () => progress?.update('reading', bytes.bytesRead, size, summary.read);
     const reading = progress ? setInterval(tick, 200) : undefined;
     try {
@@ -200,6 +200,8 @@ export async function pushContacts(
     await sendStaged(deps, pushId, options, summary, { report, pushLog }, run.fence, signal, progress);
     await report.close();
   } finally {
+    // Read to its end unless the push failed before: its descriptor is closed either way.
+    bytes.destroy();
     // Closed above unless the push failed: then that failure is the one thrown, not the report's.
     await report.close().catch(() => undefined);
     // Rows a failed clear leaves are pruned by a later push; the push's own outcome stands.

@@ -1,5 +1,6 @@
 import type { Db } from '../../db/connect.js';
-import { type Encoding, readRecords } from '../readRecords.js';
+import { type FileIdentity, openExport } from '../exportFile.js';
+import { type Encoding, formatOf, readRecords } from '../readRecords.js';
 import { RejectReport } from '../rejectReport.js';
 import { EVENT_FILE_COLUMNS, eventFromRecord } from './eventInput.js';
 import { enqueueEvents, type NewEvent } from './outboxSql.js';
@@ -24,8 +25,13 @@ export interface EnqueueFileSummary {
 export async function enqueueEventsFile(
   db: Db,
   file: string,
-  options: { encoding?: Encoding | undefined } = {},
+  options: {
+    encoding?: Encoding | undefined;
+    /** The file the inbox took under this name: only that one is read (see openExport). */
+    sameAs?: FileIdentity | undefined;
+  } = {},
 ): Promise<EnqueueFileSummary> {
+  const { bytes } = await openExport(file, options.sameAs);
   const report = new RejectReport(file);
   const summary: EnqueueFileSummary = {
     read: 0,
@@ -42,7 +48,8 @@ export async function enqueueEventsFile(
     batch = [];
   };
   try {
-    for await (const item of readRecords(file, { encoding: options.encoding, ...EVENT_FILE_COLUMNS })) {
+    const read = { format: formatOf(file), encoding: options.encoding, ...EVENT_FILE_COLUMNS };
+    for await (const item of readRecords(bytes, read)) {
       summary.read++;
       const event = 'error' in item ? item.error : eventFromRecord(item.record);
       if ('line' in event) {
@@ -55,6 +62,7 @@ export async function enqueueEventsFile(
     }
     await flush();
   } finally {
+    bytes.destroy();
     await report.close();
   }
   return summary;
