@@ -188,8 +188,9 @@ function markRemovedFenced(
  * (a proxy, a changed API). Going on would spend the retry budget of every record in turn (a run
  * of hours, for a directory of thousands), and end as a success that stored no `location_id`
  * nor confirmed any removal: the job's alert would never fire. So from this many failures in a
- * row the run reads one record it knows to exist (`ProbeTarget`); when that fails too, the run
- * stops reading, stores the listings, marks nothing removed, and fails as retryable.
+ * row the run reads one record it knows to exist (`SingleReadRoute.probeTarget`); when that one
+ * fails too, the run stops reading, stores the listings, marks nothing removed, and fails as
+ * retryable.
  *
  * Not one: an incremental run reads only the new, changed or unread records, and a record whose
  * read fails for good is among them on every run, often alone. Three distinct records failing with
@@ -276,7 +277,7 @@ class SingleReads<T extends { id: string | number }> {
     const failures = this.#inARow;
     const target = await this.route.probeTarget(this.#failedIds);
     const checked = target === undefined ? undefined : await this.#readIfSame(target);
-    addCount(this.counts, 'reads_probed');
+    if (target !== undefined) addCount(this.counts, 'reads_probed');
     if (checked !== undefined && !('failed' in checked)) this.#inARow = 0;
     else this.#down ??= { failures, probed: target !== undefined, last };
   }
