@@ -82,7 +82,14 @@ export async function lockDataDir(dir: string, signal?: { onCompromised: (e: Err
   if (recorded?.token !== TOKEN || recorded.lockIno !== owner.lockIno) {
     throw lockedError(dir, recorded);
   }
-  return release;
+  return async () => {
+    // The record before the lock. Left behind, it would name this process, soon exited, and the
+    // inode of this lock, which the next lock directory is often given: in the moment between the
+    // next holder's taking the lock and writing its own record, a process whose tries ran out
+    // would take that live holder for the crashed one the record names, and free its lock.
+    if ((await readOwner(dir))?.token === TOKEN) await rm(ownerPath(dir), { force: true });
+    await release();
+  };
 }
 
 function lockedError(dir: string, owner: LockOwner | undefined): DataDirLockedError {

@@ -1,10 +1,11 @@
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import lockfile from 'proper-lockfile';
 import { describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
@@ -76,6 +77,23 @@ describe('the embedded data-directory lock (dist: `npm run build` first)', () =>
       }
     }
   }, 60_000);
+
+  it('is let go of with its record: the next holder, before it writes its own, is not taken for the last one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rm-lock-'));
+    // A holder takes the lock, lets go and exits.
+    expect(await lockingProcess(dir)).toMatch(/^TOOK /);
+    expect(existsSync(join(dir, 'review-mirror.lock-owner.json'))).toBe(false);
+    // The next holder has taken the lock (its directory, often given the freed inode again) and
+    // not yet written its record: a process whose tries run out meanwhile must find it live.
+    const lockPath = join(dir, 'review-mirror.lock');
+    const release = await lockfile.lock(dir, { lockfilePath: lockPath, stale: Number.MAX_SAFE_INTEGER });
+    try {
+      expect(await lockingProcess(dir)).toMatch(/^REFUSED .* is in use by another process/);
+      expect(existsSync(lockPath)).toBe(true);
+    } finally {
+      await release();
+    }
+  }, 30_000);
 
   it('is not taken from a live holder that has our pid (PID 1 in two containers under one hostname)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'rm-lock-'));
