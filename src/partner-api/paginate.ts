@@ -18,6 +18,12 @@ export interface Page<T> {
    * agree, or the page sent no count). Not an error (see countMismatchOf): `paginate` logs it.
    */
   readonly countMismatch?: CountMismatch;
+  /**
+   * The page said `has_more: false` yet sent a `next_cursor`: the spec's rules disagree on it (4.3:
+   * has_more false is the end; read until next_cursor is null). Taken as the end, as the first
+   * says, but not silently, since the other would read on: `paginate` logs it.
+   */
+  readonly cursorIgnored?: true;
 }
 
 /** A page's `pagination.count` and the records it holds, when the two differ. */
@@ -38,12 +44,16 @@ export type FetchPage<T> = (cursor: string | null, signal: AbortSignal) => Promi
 export function continuationOf(pagination: Pagination, route: string): string | null {
   if (!pagination.has_more) return null;
   const next = pagination.next_cursor;
-  if (next === null || next === undefined || next === '') {
+  if (!hasCursor(pagination)) {
     const sent = next === undefined ? 'absent' : next === null ? 'null' : 'empty';
     throw new ApiProtocolError(route, `has_more is true but next_cursor is ${sent}`);
   }
-  return next;
+  return pagination.next_cursor;
 }
+
+/** Whether a page sent a cursor: null, `""` and absent are none (paginationSchema.ts). */
+const hasCursor = (pagination: Pagination): pagination is Pagination & { next_cursor: string } =>
+  typeof pagination.next_cursor === 'string' && pagination.next_cursor !== '';
 
 /**
  * Fails a page holding more records than the `limit` asked for: a platform that ignores it sends
@@ -109,8 +119,15 @@ export function pageOf<T>(
   const nextCursor = continuationOf(pagination, route);
   const { valid, rejected } = splitValid(records, record, { route, status: 200, field }, limit);
   records.length = 0;
-  const page = { items: valid, nextCursor, receivedAt: new Date(), rejected };
-  return countMismatch === undefined ? page : { ...page, countMismatch };
+  const page: Page<T> = {
+    items: valid,
+    nextCursor,
+    receivedAt: new Date(),
+    rejected,
+    ...(countMismatch === undefined ? {} : { countMismatch }),
+    ...(nextCursor === null && hasCursor(pagination) ? { cursorIgnored: true } : {}),
+  };
+  return page;
 }
 
 /**
@@ -202,6 +219,12 @@ export async function* paginate<T>(
         log?.warn(
           { route, page: pages, count, records },
           'partner API page count disagrees with its records',
+        );
+      }
+      if (page.cursorIgnored) {
+        log?.warn(
+          { route, page: pages },
+          'partner API page says has_more false but sends a next_cursor: taken as the end of the walk (spec 4.3)',
         );
       }
       const next = page.nextCursor;

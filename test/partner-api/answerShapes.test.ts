@@ -153,6 +153,33 @@ describe('pagination (spec 2.6): the last page and the count', () => {
       }),
     ]);
   });
+
+  it('ends the walk at has_more false even beside a next_cursor, and logs that it did', async () => {
+    const said = pageOf(
+      [fullReview(1)],
+      { count: 1, has_more: false, next_cursor: 'c9' },
+      reviewSchema,
+      WHERE,
+    );
+    expect(said).toMatchObject({ nextCursor: null, cursorIgnored: true });
+    for (const next_cursor of [null, '', undefined]) {
+      const page = pageOf([fullReview(1)], { count: 1, has_more: false, next_cursor }, reviewSchema, WHERE);
+      expect(page.cursorIgnored).toBeUndefined();
+    }
+    const { log, lines } = capturingLog();
+    const walked: Page<number>[] = [];
+    const pages = [{ items: [1], nextCursor: null, receivedAt: new Date(), cursorIgnored: true as const }];
+    for await (const page of paginate(async () => pages[0]!, null, { route: ROUTE, log })) walked.push(page);
+    expect(walked).toHaveLength(1);
+    expect(lines).toEqual([
+      expect.objectContaining({
+        level: 'warn',
+        msg: 'partner API page says has_more false but sends a next_cursor: taken as the end of the walk (spec 4.3)',
+        route: ROUTE,
+        page: 1,
+      }),
+    ]);
+  });
 });
 
 describe('the records of a page: null is an empty listing (Go marshals a nil slice as null)', () => {
