@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
 import type { Knex } from 'knex';
 import type pg from 'pg';
@@ -161,7 +160,17 @@ export async function copyNewReviews(
         for (const [, value] of columns) text += `${copyField(value(row))}\t`;
         text += row.id + feedSeen;
       }
-      if (!copy.write(text)) await Promise.race([once(copy, 'drain'), done]);
+      // One page at a time, the next written once the last is handed to the socket: a page left
+      // in the stream's buffer is written by the stream itself when the socket drains, even after
+      // the server refused the COPY, when pg-copy-streams has already let go of its connection
+      // (a TypeError thrown from the socket's 'drain', which no caller can catch). Here the
+      // refusal is seen (`failed`) before anything more is written.
+      await Promise.race([
+        new Promise<void>((resolve, reject) =>
+          copy.write(text, (error) => (error ? reject(error) : resolve())),
+        ),
+        done,
+      ]);
     }
   } catch (error) {
     // The pages stopped coming: CopyFail ends the COPY, so the transaction can roll back.
