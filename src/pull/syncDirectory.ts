@@ -38,10 +38,7 @@ export async function syncLocations(
 ): Promise<void> {
   const { db, api } = ctx;
   const startedAt = await readDatabaseNow(db.knex);
-  const reads = new SingleReads('locations', counts, signal, {
-    bySlug: (slug) => api.locations.read(slug, signal),
-    probeTarget: (failedIds) => probeTarget(db.knex, db, 'locations', failedIds),
-  });
+  const reads = new SingleReads(ctx, 'locations', counts, signal, (slug) => api.locations.read(slug, signal));
   for (const active of BOTH) {
     for await (const page of api.locations.pages(active, null, signal)) {
       addCount(counts, 'pages');
@@ -77,10 +74,9 @@ export async function syncProfessionals(
 ): Promise<void> {
   const { db, api, log } = ctx;
   const startedAt = await readDatabaseNow(db.knex);
-  const reads = new SingleReads('professionals', counts, signal, {
-    bySlug: (slug) => api.professionals.read(slug, signal),
-    probeTarget: (failedIds) => probeTarget(db.knex, db, 'professionals', failedIds),
-  });
+  const reads = new SingleReads(ctx, 'professionals', counts, signal, (slug) =>
+    api.professionals.read(slug, signal),
+  );
   for (const active of BOTH) {
     for await (const page of api.professionals.pages(active, null, signal)) {
       const stored = await readStoredProfessionals(
@@ -188,7 +184,7 @@ function markRemovedFenced(
  * (a proxy, a changed API). Going on would spend the retry budget of every record in turn (a run
  * of hours, for a directory of thousands), and end as a success that stored no `location_id`
  * nor confirmed any removal: the job's alert would never fire. So from this many failures in a
- * row the run reads one record it knows to exist (`SingleReadRoute.probeTarget`); when that one
+ * row the run reads one record it knows to exist (`probeTarget` in directorySql.ts); when that one
  * fails too, the run stops reading, stores the listings, marks nothing removed, and fails as
  * retryable.
  *
@@ -207,15 +203,6 @@ interface RecordRef {
 }
 
 /**
- * A resource's single read (`bySlug`), and how a run checks that it answers at all: a stored
- * record that this run's failures do not name (`probeTarget`, given their ids).
- */
-interface SingleReadRoute<T> {
-  readonly bySlug: (slug: string) => Promise<CheckedRecord<T>>;
-  readonly probeTarget: (failedIds: readonly string[]) => Promise<RecordRef | undefined>;
-}
-
-/**
  * The single reads of one run (a professional's detail, an unlisted record's confirmation): each
  * read through `readIfSame`, counting failures in a row until one gets an answer, and probing the
  * route once that count reaches SINGLE_READS_DOWN_AFTER.
@@ -227,10 +214,12 @@ class SingleReads<T extends { id: string | number }> {
   #down: { readonly failures: number; readonly probed: boolean; readonly last: string } | undefined;
 
   constructor(
+    private readonly ctx: PullContext,
     private readonly resource: DirectoryTable,
     private readonly counts: RunCounts,
     private readonly signal: AbortSignal | undefined,
-    private readonly route: SingleReadRoute<T>,
+    /** The resource's single read (`GET /{resource}/:slug`). */
+    private readonly bySlug: (slug: string) => Promise<CheckedRecord<T>>,
   ) {}
 
   /** The read, or `skipped` (not made) once the single read is taken for down. */
@@ -275,7 +264,8 @@ class SingleReads<T extends { id: string | number }> {
    */
   async #probeRoute(last: string): Promise<void> {
     const failures = this.#inARow;
-    const target = await this.route.probeTarget(this.#failedIds);
+    const { db } = this.ctx;
+    const target = await probeTarget(db.knex, db, this.resource, this.#failedIds);
     const checked = target === undefined ? undefined : await this.#readIfSame(target);
     if (target !== undefined) addCount(this.counts, 'reads_probed');
     if (checked !== undefined && !('failed' in checked)) this.#inARow = 0;
@@ -283,7 +273,7 @@ class SingleReads<T extends { id: string | number }> {
   }
 
   #readIfSame(record: RecordRef): Promise<CheckedRecord<T> | undefined> {
-    return readIfSame(record.id, () => this.route.bySlug(record.slug), this.signal);
+    return readIfSame(record.id, () => this.bySlug(record.slug), this.signal);
   }
 }
 

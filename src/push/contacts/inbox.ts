@@ -294,9 +294,10 @@ async function pushFile(
   let destination = 'failed';
   try {
     await refuseLink(path, stats, options.dir);
+    const file: TakenFile = { path, name, taken: stats };
     const summary = EVENTS_FILE.test(name)
-      ? await enqueueEvents(deps, options, path, stats, at.counts)
-      : await pushExport(deps, options, { path, name, taken: stats }, at, () => {
+      ? await enqueueEvents(deps, options, file, at.counts)
+      : await pushExport(deps, options, file, at, () => {
           reading.file = false;
         });
     const refused = everyRowRejected(summary);
@@ -415,11 +416,18 @@ function everyRowRejected(summary: FileOutcome): string | undefined {
   return `${rows} rejected, nothing of it was pushed`;
 }
 
+/** A file taken into processing/: where it is now, its name, and what it was when taken. */
+interface TakenFile {
+  readonly path: string;
+  readonly name: string;
+  /** Read only if the file at `path` is still this one (openExport's `sameAs`). */
+  readonly taken: Stats;
+}
+
 async function enqueueEvents(
   deps: PushContactsDeps,
   options: InboxOptions,
-  path: string,
-  taken: Stats,
+  { path, taken }: TakenFile,
   counts: RunCounts,
 ): Promise<FileOutcome> {
   const summary = await enqueueEventsFile(deps.db, path, { encoding: options.push.encoding, sameAs: taken });
@@ -431,7 +439,7 @@ async function enqueueEvents(
 async function pushExport(
   deps: PushContactsDeps,
   options: InboxOptions,
-  { path, name, taken }: { readonly path: string; readonly name: string; readonly taken: Stats },
+  { path, name, taken }: TakenFile,
   at: RunOf,
   staged: () => void,
 ): Promise<FileOutcome> {
