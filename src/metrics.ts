@@ -89,7 +89,7 @@ export function makeMetrics() {
     registry,
     apiRequests: new Counter({
       name: 'review_mirror_api_requests_total',
-      help: 'Partner API attempts by route template and HTTP status (or network, timeout).',
+      help: 'Partner API attempts by route template and HTTP status (or network, timeout; held_off: not sent, its route held by a Retry-After).',
       labelNames: ['route', 'status'] as const,
       registers,
     }),

@@ -154,8 +154,9 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
   // stands for KEY_CHECK_FRESH_MS (a run of refused records costs one check, not one each); a no,
   // or no answer at all, is never kept: the 403 then counts as the key's, as it always did.
   const keyAccepted = answerFreshFor(KEY_CHECK_FRESH_MS, () => askKey(), { forgetNo: true });
+  const closing = new AbortController();
   const askKey = async (): Promise<boolean> => {
-    const { signal, dispose } = requestSignal(undefined, requestTimeoutMs);
+    const { signal, dispose } = requestSignal(closing.signal, requestTimeoutMs);
     try {
       const res = await pool.request({
         method: 'GET',
@@ -258,17 +259,26 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       metrics?.apiKeyRefusals?.inc();
       throw new ApiAuthError({ route, status });
     }
-    if (isRetryableStatus(status)) {
-      const reason: FailureReason = status === 429 ? 'rate_limited' : 'server_error';
+    // A 408: the platform (or a proxy before it) did not get the request in time and did not act
+    // on it. A read is sent again as after a 5xx; a POST's 408 is its caller's to judge, as before
+    // (the outbox and the contacts push send it again later), since a proxy's word that nothing
+    // was passed on is not the platform's.
+    if (isRetryableStatus(status) || (status === 408 && idempotent)) {
+      const reason: FailureReason =
+        status === 429 ? 'rate_limited' : status === 408 ? 'timeout' : 'server_error';
       const retryAfterMs = parseRetryAfter(headers['retry-after'], Date.now());
+      const outlasts = retryAfterMs !== undefined && retryAfterOutlastsRetries(retryAfterMs, retry);
+      if (outlasts) holdOff(route, status, retryAfterMs);
       const error = new ApiUnavailableError(`${route} answered ${status}`, {
         route,
         status,
         retryAfterMs,
-        retryAfterOutlastsRetries:
-          retryAfterMs !== undefined && retryAfterOutlastsRetries(retryAfterMs, retry),
+        retryAfterOutlastsRetries: outlasts,
       });
       throw new AttemptFailure(reason, idempotent || status === 429, error, retryAfterMs);
+    }
+    if (status >= 300 && status <= 399) {
+      throw new ApiRequestError(redirectText(headers.location, scrubber), { route, status });
     }
     if (status < 200 || status > 299) throw new ApiRequestError(platformErrorText(text), { route, status });
     // The answer of a request that acted (a POST, a DELETE), when the caller can do without it:
@@ -341,6 +351,43 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
     return parsed.data;
   }
 
+  // The waits the platform asked for with a `Retry-After` longer than the retries ever wait (see
+  // retryAfterOutlastsRetries), by route: until one is over, every request of its route would give
+  // up at once on the same answer, so none is sent. Kept by the client, which outlives a job's run:
+  // a job run every minute would otherwise ask again on every run. By route, not for the whole
+  // client: a wait asked of one part of the platform (the contacts) must not stop the others (the
+  // review feed), and a limit on the key costs one answer per route to learn.
+  const heldOff = new Map<string, { readonly until: number; readonly status: number }>();
+  const holdOff = (route: string, status: number, retryAfterMs: number) => {
+    const until = performance.now() + retryAfterMs;
+    if ((heldOff.get(route)?.until ?? 0) >= until) return;
+    heldOff.set(route, { until, status });
+    log.warn(
+      { route, status, retryAfterMs },
+      'the platform asked to wait longer than the retries do; this route is not sent to until then',
+    );
+  };
+  /** The failure of a request not sent while its route's wait lasts, as its answer would fail. */
+  const heldOffError = (route: string): ApiUnavailableError | undefined => {
+    const held = heldOff.get(route);
+    if (held === undefined) return undefined;
+    const leftMs = Math.ceil(held.until - performance.now());
+    if (leftMs <= 0) {
+      heldOff.delete(route);
+      return undefined;
+    }
+    return new ApiUnavailableError(
+      `${route} not sent: the platform answered ${held.status} with a Retry-After that ends in ${Math.ceil(leftMs / 1000)} s`,
+      {
+        route,
+        status: held.status,
+        retryAfterMs: leftMs,
+        retryAfterOutlastsRetries: true,
+        outcomeUnknown: false,
+      },
+    );
+  };
+
   async function request<S extends z.ZodType>(
     method: HttpMethod,
     path: string,
@@ -351,6 +398,11 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
     const fullPath = pathWithQuery(path, reqOptions.query);
     const startedAt = performance.now();
     for (let retries = 0; ; retries++) {
+      const held = heldOffError(route);
+      if (held !== undefined) {
+        metrics?.apiRequests.inc({ route, status: 'held_off' });
+        throw held;
+      }
       try {
         return await attempt(method, fullPath, route, reqOptions, idempotent);
       } catch (error) {
@@ -399,7 +451,13 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
     rateLimitListeners.add(listener);
     return () => void rateLimitListeners.delete(listener);
   };
-  return { request, log, onRateLimited, stopRetrying: () => stopRetries.abort(), close: () => pool.close() };
+  const close = () => {
+    // The key check after a 403 is shared, and no caller's signal stops it: one left behind by a
+    // caller that gave up would hold the pool's close for its whole timeout (for ever with none).
+    closing.abort();
+    return pool.close();
+  };
+  return { request, log, onRateLimited, stopRetrying: () => stopRetries.abort(), close };
 }
 
 /**
@@ -471,6 +529,17 @@ export const NO_ERROR_TEXT = '(no error text)';
  * Bounded, and storable: it becomes the stored error text of a contact, an event or a run, and a
  * write that fails on it would lose the record of a request that was sent.
  */
+/**
+ * The error text of a redirect, which the client never follows: the key goes to REVIEWS_API_URL's
+ * host and nowhere else. Where it leads, without its query (which may carry a token), scrubbed.
+ */
+function redirectText(location: string | string[] | undefined, scrubber: SecretScrubber): string {
+  const first = Array.isArray(location) ? location[0] : location;
+  const to = first?.split(/[?#]/, 1)[0]?.trim().slice(0, 200);
+  const where = to === undefined || to === '' ? '' : ` to ${scrubber.scrub(storableText(to))}`;
+  return `redirected${where}, not followed: the platform's base URL (REVIEWS_API_URL) is redirected; set it to where it leads`;
+}
+
 export function platformErrorText(text: string): string {
   return storableText(errorTextOf(text));
 }

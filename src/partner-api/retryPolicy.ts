@@ -28,13 +28,17 @@ export function backoffDelayMs(retry: number, policy: RetryPolicy, random: () =>
 }
 
 /**
- * `Retry-After` as milliseconds: delta-seconds or an HTTP date (RFC 9110 10.2.3). Anything else,
- * or a date in the past, is undefined (then the backoff decides).
+ * `Retry-After` as milliseconds: delta-seconds or an HTTP date (RFC 9110 10.2.3). Two forms outside
+ * the RFC that proxies and frameworks send are read too, since ignoring them means retrying at
+ * once: seconds with a fraction (rounded up), and the header sent twice and folded into one
+ * (`120, 120`: the first). Anything else, or a date in the past, is undefined (then the backoff
+ * decides).
  */
 export function parseRetryAfter(value: string | string[] | undefined, now: number): number | undefined {
   const text = (Array.isArray(value) ? value[0] : value)?.trim();
   if (text === undefined || text === '') return undefined;
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const seconds = /^(\d+(?:\.\d+)?)(?:\s*,.*)?$/.exec(text);
+  if (seconds !== null) return Math.ceil(Number(seconds[1]) * 1000);
   // An HTTP date always names its day and month; Date.parse alone would accept "-1" as a year.
   const at = /[a-z]{3}/i.test(text) ? Date.parse(text) : Number.NaN;
   if (Number.isNaN(at)) return undefined;

@@ -19,6 +19,8 @@ export interface FakeAnswer {
    * then the connection drops: an answer cut off in transit after its status arrived.
    */
   readonly cutAfter?: number;
+  /** More response headers (a redirect's `location`, a `retry-after`). */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 export interface FakePlatform {
@@ -44,14 +46,18 @@ export async function startFakePlatform(answer: (req: FakeRequest) => FakeAnswer
     } catch {
       return; // the client went away mid-body: nobody to answer
     }
-    const { status, body, cutAfter } = answer({
+    const { status, body, cutAfter, headers } = answer({
       method: req.method ?? 'GET',
       path,
       query: url.searchParams,
       body: Buffer.concat(chunks).toString('utf8'),
     });
     const bytes = Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(bytes.length) });
+    res.writeHead(status, {
+      'content-type': 'application/json',
+      'content-length': String(bytes.length),
+      ...headers,
+    });
     if (cutAfter === undefined) return void res.end(bytes);
     res.write(bytes.subarray(0, cutAfter), () => res.socket?.destroy());
   });

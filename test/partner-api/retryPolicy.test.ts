@@ -32,6 +32,12 @@ describe('parseRetryAfter', () => {
     expect(parseRetryAfter(' 0 ', now)).toBe(0);
     expect(parseRetryAfter(['2', '9'], now)).toBe(2000);
   });
+  it('reads seconds with a fraction, rounded up, and the header folded from two copies', () => {
+    expect(parseRetryAfter('1.5', now)).toBe(1500);
+    expect(parseRetryAfter('0.0004', now)).toBe(1);
+    expect(parseRetryAfter('120, 120', now)).toBe(120_000);
+    expect(parseRetryAfter('30,60', now)).toBe(30_000);
+  });
   it('reads an HTTP date, a past one meaning now', () => {
     expect(parseRetryAfter('Thu, 01 Jan 2026 00:00:05 GMT', now)).toBe(5000);
     expect(parseRetryAfter('Wed, 31 Dec 2025 23:59:00 GMT', now)).toBe(0);
@@ -41,6 +47,8 @@ describe('parseRetryAfter', () => {
     expect(parseRetryAfter('', now)).toBeUndefined();
     expect(parseRetryAfter('soon', now)).toBeUndefined();
     expect(parseRetryAfter('-1', now)).toBeUndefined();
+    expect(parseRetryAfter('1.', now)).toBeUndefined();
+    expect(parseRetryAfter('1e3', now)).toBeUndefined();
   });
 });
 

@@ -25,12 +25,18 @@ describe('a contacts push the platform asks to wait, or is unavailable to', () =
   let api: PartnerApi;
   let dir: string;
 
+  const newClient = () =>
+    testApi(sandbox, { retry: { maxRetries: 8, budgetMs: 2_000, baseDelayMs: 5, maxDelayMs: 50 } });
+  /** As after a restart, or once the wait the platform asked for is over: a client that keeps none. */
+  const restart = async () => {
+    await api.close();
+    api = newClient();
+  };
+
   beforeAll(async () => {
     sandbox = await testSandbox({ seed: 43 });
     db = await freshDb();
-    api = testApi(sandbox, {
-      retry: { maxRetries: 8, budgetMs: 2_000, baseDelayMs: 5, maxDelayMs: 50 },
-    });
+    api = newClient();
     dir = await mkdtemp(join(tmpdir(), 'rm-contacts-503-'));
   });
   afterAll(async () => {
@@ -120,8 +126,21 @@ describe('a contacts push the platform asks to wait, or is unavailable to', () =
       // The report is written, and names no contact: none was refused.
       expect(await readFile(`${file}.rejects.csv`, 'utf8')).toBe('line,field,reason,key\n');
 
+      // Until the wait is over, the client sends the platform no contact at all.
+      const postsBefore = await contactPosts();
+      const held = await push(file);
+      // Stopped as the answer itself would stop it, by the client, which sent nothing.
+      expect(held.error).toMatchObject({ status, name: 'ContactsRetryAfterError' });
+      expect((held.error as Error).cause).toMatchObject({
+        message: expect.stringMatching(
+          `^POST /contacts not sent: the platform answered ${status} with a Retry-After`,
+        ),
+      });
+      expect(await contactPosts()).toBe(postsBefore);
+
       // Once the platform takes contacts again, the next push sends them all.
       await sandbox.control.setFaults({});
+      await restart();
       const after = await push(file);
       expect(after.error).toBeUndefined();
       expect(after.summary).toMatchObject({ sent: 40, failed: 0 });

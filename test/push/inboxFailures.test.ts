@@ -218,8 +218,10 @@ describe('the CRM inbox when a push fails', () => {
       expect((await contactPosts()) - before.posts).toBe(sent);
       expect(await where(later)).toBe('inbox');
       await sandbox.control.setFaults({});
-      // An hour later, as a restart would: in memory only.
+      // An hour later, as a restart would: in memory only (the inbox's and the client's).
       inbox = undefined;
+      await api.close();
+      api = testApi(sandbox);
       await takeSettled();
       expect(await where(later)).toBe('processed');
       expect(await where(held)).toBe('processed');

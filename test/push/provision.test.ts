@@ -478,24 +478,31 @@ describe('provisioning locations and professionals', () => {
       expect(truth.professionals).toHaveLength(20);
       expect(truth.invites).toHaveLength(20);
       expect(new Set(truth.invites.map((i) => i.email)).size).toBe(20);
-      // The creates did meet the faults injected, and still made one record each: at least one
-      // create answered 500, and at least one whose answer was lost after it was sent (held past
-      // the client's timeout, or made and answered late).
-      const creates: Record<string, number> = {};
-      for (const route of ['POST /api/v1/partner/locations', 'POST /api/v1/partner/professionals']) {
-        for (const [status, times] of Object.entries(counts[route] ?? {}))
-          creates[status] = (creates[status] ?? 0) + times;
-      }
-      const met = (match: (status: string) => boolean) =>
-        Object.entries(creates)
+      // The run did meet the faults injected, and still made one record each: at least one request
+      // answered 500, and at least one create whose answer was lost after it was sent (held past
+      // the client's timeout, or made and answered late). The sandbox's draws are seeded, but
+      // which request meets which depends on the order they arrive in: the 500s, a fifth of the
+      // failures, may all fall on the reads (the lookups after a lost answer, the survey waits).
+      const statuses = (routes: readonly string[]) => {
+        const met: Record<string, number> = {};
+        for (const route of routes) {
+          for (const [status, times] of Object.entries(counts[route] ?? {}))
+            met[status] = (met[status] ?? 0) + times;
+        }
+        return met;
+      };
+      const creates = statuses(['POST /api/v1/partner/locations', 'POST /api/v1/partner/professionals']);
+      const all = statuses(Object.keys(counts).filter((route) => /\/(locations|professionals)/.test(route)));
+      const met = (of: Record<string, number>, match: (status: string) => boolean) =>
+        Object.entries(of)
           .filter(([status]) => match(status))
           .reduce((n, [, times]) => n + times, 0);
       expect(
-        met((status) => status === '500'),
-        JSON.stringify(creates),
+        met(all, (status) => status === '500'),
+        JSON.stringify(all),
       ).toBeGreaterThan(0);
       expect(
-        met((status) => status === 'hang' || status.endsWith(' late')),
+        met(creates, (status) => status === 'hang' || status.endsWith(' late')),
         JSON.stringify(creates),
       ).toBeGreaterThan(0);
     } finally {

@@ -220,11 +220,9 @@ describe('the events send policy', () => {
 
   it('a redirect (3xx) keeps the event without counting the attempt, naming the redirected base URL', () => {
     for (const status of [301, 307, 308]) {
-      const result = attemptResultOf(new ApiRequestError('', { route: 'POST /events', status }), text);
-      expect(result).toEqual({
-        kind: 'redirected',
-        error: `POST /events answered ${status}: : the platform's base URL (REVIEWS_API_URL) is redirected; set it to where it leads`,
-      });
+      const said = 'redirected to https://x.example/api/v1/partner/events, not followed: set REVIEWS_API_URL';
+      const result = attemptResultOf(new ApiRequestError(said, { route: 'POST /events', status }), text);
+      expect(result).toEqual({ kind: 'redirected', error: `POST /events answered ${status}: ${said}` });
       expect(decideAfterAttempt(result, 3, policy, half)).toEqual({
         state: 'pending',
         delayMs: policy.maxDelayMs,

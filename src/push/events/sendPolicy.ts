@@ -160,10 +160,8 @@ export function attemptResultOf(error: unknown, describe: (e: unknown) => string
   if (error instanceof ApiAuthError) return { kind: 'unauthorized', error: text };
   if (error instanceof ApiRequestError) {
     if (error.status >= 300 && error.status <= 399) {
-      return {
-        kind: 'redirected',
-        error: `${text}: the platform's base URL (REVIEWS_API_URL) is redirected; set it to where it leads`,
-      };
+      // The client's text says where it leads and that REVIEWS_API_URL is to be set to it.
+      return { kind: 'redirected', error: text };
     }
     // 408 and 409 are the platform's way of saying "not now", not "never": the platform did not
     // act on it, so sending it again is harmless.
