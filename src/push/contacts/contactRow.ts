@@ -39,14 +39,18 @@ const contactSchema = z.object({
   professional_id: optional(36).pipe(partnerUuid.nullable()),
 });
 
-/** The hash of what would be sent: a changed contact has another one. Key order is fixed. */
-export function contentHash(contact: Contact): string {
-  const canonical = JSON.stringify([
-    contact.email,
-    contact.name,
-    contact.external_id,
-    contact.professional_id,
-  ]);
+/** The fields of a contact that the push sends cleared when the CRM empties them. */
+type ClearableField = 'name' | 'professional_id';
+
+/**
+ * The hash of what would be sent: a changed contact has another one. Key order is fixed. A field
+ * whose column the record lacks (`absent`) is not sent, and hashes apart from one sent empty: an
+ * export that empties it after one without its column is a change, sent cleared. With no field
+ * absent, the hash is the one every earlier push recorded.
+ */
+export function contentHash(contact: Contact, absent: readonly ClearableField[] = []): string {
+  const fields = [contact.email, contact.name, contact.external_id, contact.professional_id];
+  const canonical = JSON.stringify(absent.length === 0 ? fields : [...fields, { absent }]);
   return createHash('sha256').update(canonical).digest('hex');
 }
 
@@ -101,10 +105,13 @@ export function toContactRow(record: FileRecord, mapping: ContactMapping): Conta
     return { line: record.line, field: String(issue.path[0] ?? '(row)'), reason: issue.message };
   }
   const contact = parsed.data;
+  const absent = (['name', 'professional_id'] as const).filter(
+    (field) => record.fields[mapping.columns[field]] === undefined,
+  );
   return {
     line: record.line,
     key: contact.external_id ?? contact.email.toLowerCase(),
     contact,
-    hash: contentHash(contact),
+    hash: contentHash(contact, absent),
   };
 }

@@ -31,7 +31,7 @@ import {
 } from './contactsSql.js';
 import { type PushOperation, planPush } from './planPush.js';
 import { PushLogWriter } from './pushLog.js';
-import { stageContacts } from './stageContacts.js';
+import { type ClearableFields, stageContacts } from './stageContacts.js';
 import {
   contactAttemptResultOf,
   GIVE_UP_AFTER_MS,
@@ -173,11 +173,12 @@ export async function pushContacts(
     events: 0,
     reportPath: report.path,
   };
+  let clearable: ClearableFields = { name: false, professional_id: false };
   try {
     const tick = () => progress?.update('reading', bytes.bytesRead, size, summary.read);
     const reading = progress ? setInterval(tick, 200) : undefined;
     try {
-      await stageContacts(
+      clearable = await stageContacts(
         db,
         pushId,
         bytes,
@@ -197,7 +198,16 @@ export async function pushContacts(
     progress?.staged?.();
     await analyzeStagedContacts(db.knex, db);
     // The report stays open while sending: the contacts given up earlier are named in it.
-    await sendStaged(deps, pushId, options, summary, { report, pushLog }, run.fence, signal, progress);
+    await sendStaged(
+      deps,
+      pushId,
+      options,
+      summary,
+      { report, pushLog, clearable },
+      run.fence,
+      signal,
+      progress,
+    );
     await report.close();
   } finally {
     // Read to its end unless the push failed before: its descriptor is closed either way.
@@ -233,7 +243,11 @@ async function sendStaged(
   pushId: string,
   options: PushContactsOptions,
   summary: PushSummary,
-  { report, pushLog }: { report: RejectReport; pushLog: PushLogWriter },
+  {
+    report,
+    pushLog,
+    clearable,
+  }: { report: RejectReport; pushLog: PushLogWriter; clearable: ClearableFields },
   fence: Fence,
   signal: AbortSignal | undefined,
   progress: PushProgress | undefined,
@@ -259,9 +273,10 @@ async function sendStaged(
     queue.clear();
   };
   let unavailableInARow = 0;
-  // Resolved once every staged row is planned (or the push stops): then summary.toSend is whole.
+  // Resolved once every staged row is planned (or the push stops), or once a second contact is
+  // planned to be sent: whether this push sends one contact alone is then known.
   let planningDone!: () => void;
-  const planned = new Promise<void>((resolve) => {
+  const aloneOrNot = new Promise<void>((resolve) => {
     planningDone = resolve;
   });
   // Whether the platform took or refused a contact in this push: it is up, whatever it does with
@@ -394,9 +409,11 @@ async function sendStaged(
     const since = streak.since ?? pushStartedAt;
     if (pushStartedAt.getTime() - since.getTime() >= GIVE_UP_AFTER_MS) return true;
     if (summary.toSend === 1) {
-      // The only one so far: alone once every row is planned (the queue holds one request, so
-      // the planning loop is not waiting on it).
-      await planned;
+      // The only one so far: alone once every row is planned. Not a wait for the whole planning,
+      // which may be waiting for room in the queue that only this worker can make (a worker of
+      // one, behind which the rows planned since fill the queue): it ends at the second contact
+      // planned to be sent too.
+      await aloneOrNot;
       if (summary.toSend === 1) return true;
     }
     return platformTookContactsSince(db.knex, db, since, row.key);
@@ -454,7 +471,7 @@ async function sendStaged(
           });
           continue;
         }
-        summary.toSend++;
+        if (++summary.toSend === 2) planningDone();
         if (options.dryRun) handled++;
         // Failures of other content were not this content's; a contact given up and sent again
         // (a full push) begins a streak afresh.
@@ -464,10 +481,13 @@ async function sendStaged(
             operation,
             streak: (stored?.hash === row.hash && !stored.givenUp && stored.streak) || NO_STREAK,
             // Emptied in the CRM since the mirror recorded a value: sent cleared, not left out.
+            // Only where the export has the field's column (see ClearableFields).
             clear: {
-              name: row.contact.name === null && (stored?.name ?? null) !== null,
+              name: clearable.name && row.contact.name === null && (stored?.name ?? null) !== null,
               professional_id:
-                row.contact.professional_id === null && (stored?.professionalId ?? null) !== null,
+                clearable.professional_id &&
+                row.contact.professional_id === null &&
+                (stored?.professionalId ?? null) !== null,
             },
           });
       }

@@ -29,8 +29,22 @@ export interface StageOutput {
 }
 
 /**
+ * The fields a contact may be sent cleared in (see pushContacts' `clear`), and whether the export
+ * has a column for each: in its CSV header, or as a key of some JSON Lines record. A column the
+ * export lacks says nothing of the value (renamed, or left out of this export), not that the CRM
+ * emptied it: read as empty, it cleared every contact's value on the platform. Per export, not
+ * per row, since the staged rows keep no more than their values (a JSON Lines record without a
+ * key that others of its file have is taken as emptied, as a CSV cell left empty is).
+ */
+export interface ClearableFields {
+  name: boolean;
+  professional_id: boolean;
+}
+
+/**
  * Streams the export (counting into `counts` as it goes, for a progress bar) into the push's staging rows: every invalid row to the report and the row
  * log, the last row of each key staged (the rows it replaced reported). Memory holds one batch.
+ * Returns which clearable fields the export has a column for.
  */
 export async function stageContacts(
   db: Db,
@@ -40,7 +54,8 @@ export async function stageContacts(
   out: StageOutput,
   counts: StageCounts,
   signal?: AbortSignal,
-): Promise<void> {
+): Promise<ClearableFields> {
+  const present: ClearableFields = { name: false, professional_id: false };
   let batch = new Map<string, ContactRow>();
   // The events each batch's last row of a key fires, enqueued once the batch is staged.
   let fired = new Map<string, NewEvent[]>();
@@ -93,6 +108,10 @@ export async function stageContacts(
       });
       continue;
     }
+    if ('record' in item) {
+      present.name ||= item.record.fields[options.mapping.columns.name] !== undefined;
+      present.professional_id ||= item.record.fields[options.mapping.columns.professional_id] !== undefined;
+    }
     const earlier = batch.get(row.key);
     if (earlier !== undefined) {
       batch.delete(row.key);
@@ -114,4 +133,5 @@ export async function stageContacts(
   }
   await writing;
   await stageBatch([...batch.values()], [...fired.values()].flat());
+  return present;
 }
