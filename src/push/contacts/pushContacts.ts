@@ -3,6 +3,7 @@ import PQueue from 'p-queue';
 import type { ContactMapping, EventRule } from '../../config/configFile.js';
 import type { Db } from '../../db/connect.js';
 import { GroupCommit } from '../../db/groupCommit.js';
+import { writeRetrying } from '../../db/writeRetrying.js';
 import { describeError, RetryableError } from '../../errors.js';
 import { answerFreshFor } from '../../freshAnswer.js';
 import type { Fence } from '../../jobs/lease.js';
@@ -130,6 +131,12 @@ const PLAN_BATCH = 1_000;
  * trying every remaining row of the file.
  */
 const STOP_AFTER_UNAVAILABLE_IN_A_ROW = 10;
+/**
+ * How long the outcomes of contacts the platform answered are tried again while the database is
+ * unreachable: a restart or a failover, not an outage. Past it the push stops, and what stayed
+ * unrecorded is pending, sent again by the next push.
+ */
+const RECORD_OUTCOMES_BUDGET_MS = 30_000;
 
 /**
  * Pushes the contacts of a CRM export. The file is streamed into staging rows (rejects to the
@@ -290,9 +297,19 @@ async function sendStaged(
   // the contacts it left).
   const platformUpNow = answerFreshFor(PROBE_FRESH_MS, () => probePlatform(deps, signal));
 
-  // A worker takes its next contact only once this one's outcome is stored.
+  // A worker takes its next contact only once this one's outcome is stored. Tried again while the
+  // database is unreachable: an answer dropped leaves its contact pending, sent again by the next
+  // push (a second create, without external_id, where the platform does not match by email).
   const outcomes = new GroupCommit<{ key: string; outcome: ContactOutcome }>((batch) =>
-    recordOutcomes(db.knex, db, batch),
+    writeRetrying(() => recordOutcomes(db.knex, db, batch), {
+      budgetMs: RECORD_OUTCOMES_BUDGET_MS,
+      stop: signal,
+      onRetry: (error, tries) =>
+        log.warn(
+          { err: deps.scrubber.scrub(describeError(error)), contacts: batch.length, attempt: tries },
+          'contact outcomes not recorded; trying again',
+        ),
+    }),
   );
   const send = async (
     row: ContactRow,

@@ -1,14 +1,13 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import PQueue from 'p-queue';
 import { valueWithin } from '../../boundedWait.js';
 import type { Db } from '../../db/connect.js';
 import { isDataError } from '../../db/dataError.js';
 import { GroupCommit } from '../../db/groupCommit.js';
+import { writeRetrying } from '../../db/writeRetrying.js';
 import { describeError } from '../../errors.js';
 import type { Logger, SecretScrubber } from '../../log.js';
 import type { EventOutcome, Metrics } from '../../metrics.js';
 import type { PartnerApi } from '../../partner-api/client.js';
-import { nextRetryDelayMs } from '../../partner-api/retryPolicy.js';
 import { firstHiddenByParse } from '../jsonText.js';
 import { unsendableReason } from './metadataSize.js';
 import {
@@ -51,9 +50,6 @@ export interface OutboxSenderOptions {
   readonly leaseMs: number;
   readonly policy: SendPolicy;
 }
-
-/** Waits between tries of an outcome write (the client's backoff, shorter: a restart is seconds). */
-const RECORD_BACKOFF = { baseDelayMs: 100, maxDelayMs: 2_000 } as const;
 
 /**
  * The last part of a claim's lease that no request may use: a send is cut off before it (its
@@ -166,26 +162,17 @@ export class OutboxSender {
    * by a statement that reaches the database, so an outage that outlasts the lease leaves the rows
    * this worker's. Returns the ids written.
    */
-  async #record(batch: readonly RecordedDecision[], budgetMs = this.options.leaseMs): Promise<Set<number>> {
-    const startedAt = Date.now();
-    const retry = { ...RECORD_BACKOFF, maxRetries: Number.POSITIVE_INFINITY, budgetMs };
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await recordDecisions(this.deps.db.knex, this.deps.db, this.options.worker, batch);
-      } catch (error) {
-        const delayMs = nextRetryDelayMs(
-          { retriesSoFar: attempt, elapsedMs: Date.now() - startedAt, retryAfterMs: undefined },
-          retry,
-          this.#random,
-        );
-        if (isDataError(error) || this.#stop?.aborted || delayMs === undefined) throw error;
+  #record(batch: readonly RecordedDecision[], budgetMs = this.options.leaseMs): Promise<Set<number>> {
+    return writeRetrying(() => recordDecisions(this.deps.db.knex, this.deps.db, this.options.worker, batch), {
+      budgetMs,
+      stop: this.#stop,
+      random: this.#random,
+      onRetry: (error, tries) =>
         this.deps.log.warn(
-          { err: this.deps.scrubber.scrub(describeError(error)), events: batch.length, attempt: attempt + 1 },
+          { err: this.deps.scrubber.scrub(describeError(error)), events: batch.length, attempt: tries },
           'event outcomes not recorded; trying again',
-        );
-        await sleep(delayMs);
-      }
-    }
+        ),
+    });
   }
 
   /**
