@@ -196,9 +196,17 @@ export const DB_POOLERS = ['none', 'transaction'] as const;
 export const envSchema = z
   .object({
     REVIEWS_API_URL: httpUrl
+      // With a route in it too (…/api/v1/partner/reviews), every request went to a path holding
+      // it twice, and failed as a 404 that named no setting.
       .refine(
-        (v) => !URL.canParse(v) || !/\/api\/v1\/partner\/*$/.test(new URL(v).pathname),
-        "must be the platform's base URL, without /api/v1/partner (review-mirror appends it)",
+        (v) => !URL.canParse(v) || !/\/api\/v1\/partner(\/|$)/i.test(new URL(v).pathname),
+        "must be the platform's base URL, without /api/v1/partner or anything after it (review-mirror appends it)",
+      )
+      // Requests are made of the URL's origin and path: a query (a tenant, a token) or a fragment
+      // would be dropped without a word.
+      .refine(
+        (v) => !URL.canParse(v) || (new URL(v).search === '' && new URL(v).hash === ''),
+        'must not hold a query (?…) or a fragment (#…): review-mirror sends neither',
       )
       // A password there would be sent nowhere useful and hidden from no log: the key has its own.
       .refine((v) => {

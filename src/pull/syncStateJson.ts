@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { calendarDateExists } from '../calendarDate.js';
 import type { WalkCheckpoint } from './walkPlan.js';
 
 /**
@@ -30,8 +31,11 @@ export function checkpointToJson(job: string, state: WalkCheckpoint): SyncStateJ
 const time = z
   .string({ error: 'must be an ISO 8601 time with its zone, or null' })
   .refine(
-    (v) => /^\d{4}-\d{2}-\d{2}T.*(Z|[+-]\d{2}:?\d{2})$/i.test(v) && !Number.isNaN(Date.parse(v)),
-    'must be an ISO 8601 time with its zone (2026-11-01T00:00:00Z), or null',
+    (v) =>
+      /^\d{4}-\d{2}-\d{2}T.*(Z|[+-]\d{2}:?\d{2})$/i.test(v) &&
+      calendarDateExists(v) &&
+      !Number.isNaN(Date.parse(v)),
+    'must be an ISO 8601 time with its zone on a date that exists (2026-11-01T00:00:00Z), or null',
   )
   .transform((v) => new Date(v))
   .nullable()

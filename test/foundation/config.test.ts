@@ -51,6 +51,17 @@ describe('parseConfig', () => {
     [{ DATABASE_URL: 'postgres://u:s3cret%zzpw@host/db' }, 'DATABASE_URL'],
     [{ HTTP_PORT: '9000', ADMIN_PORT: '9000' }, 'HTTP_PORT and ADMIN_PORT'],
     [{ REVIEWS_API_URL: 'https://platform.example.com/api/v1/partner/' }, 'REVIEWS_API_URL'],
+    // A route as well: every request would go to a path holding it twice, a 404 naming no setting.
+    [
+      { REVIEWS_API_URL: 'https://platform.example.com/API/v1/partner/reviews' },
+      "REVIEWS_API_URL must be the platform's base URL, without /api/v1/partner or anything after it",
+    ],
+    // Requests are made of the origin and the path: a query or fragment would be dropped unsaid.
+    [
+      { REVIEWS_API_URL: 'https://platform.example.com/?tenant=acme' },
+      'REVIEWS_API_URL must not hold a query (?…) or a fragment (#…)',
+    ],
+    [{ REVIEWS_API_URL: 'https://platform.example.com/#partner' }, 'REVIEWS_API_URL must not hold a query'],
     [{ DB_POOLER: 'session' }, 'DB_POOLER must be one of none, transaction'],
     [{ JOB_LEASE_SECONDS: '1' }, 'JOB_LEASE_SECONDS must be at least 3'],
     // Past what a timer or PostgreSQL accepts: a timer would fire after 1 ms, every connection fail.

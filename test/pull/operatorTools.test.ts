@@ -119,12 +119,15 @@ describe('operator tools', () => {
     expect(result.stderr).toBe(`review-mirror: ${message}\n`);
   });
 
-  it('refuses a time without a zone, naming the option', async () => {
-    const result = await runCli(['sync', 'reviews', '--since', '2026-10-01T10:00'], env);
-    expect(result.code).not.toBe(0);
-    expect(result.stderr).toContain("option '--since <time>' argument '2026-10-01T10:00' is invalid");
-    expect(result.stderr).toContain('must be an ISO 8601 time with its zone');
-  });
+  it.each(['2026-10-01T10:00', '2026-02-30', '2026-04-31T12:00:00Z'])(
+    'refuses the time %s (no zone, or a date that does not exist), naming the option',
+    async (time) => {
+      const result = await runCli(['sync', 'reviews', '--since', time], env);
+      expect(result.code).not.toBe(0);
+      expect(result.stderr).toContain(`option '--since <time>' argument '${time}' is invalid`);
+      expect(result.stderr).toContain('must be an ISO 8601 time with its zone, on a date that exists');
+    },
+  );
 
   it('prints the job state as JSON that `state set` takes back unchanged, from a file or stdin', async () => {
     const got = cli(['state', 'get', '--job', 'reviews']);
@@ -161,7 +164,11 @@ describe('operator tools', () => {
   it.each([
     [
       '{"watermark": "yesterday"}',
-      "the state's watermark must be an ISO 8601 time with its zone (2026-11-01T00:00:00Z), or null",
+      "the state's watermark must be an ISO 8601 time with its zone on a date that exists (2026-11-01T00:00:00Z), or null",
+    ],
+    [
+      '{"watermark": "2026-02-30T00:00:00Z"}',
+      "the state's watermark must be an ISO 8601 time with its zone on a date that exists (2026-11-01T00:00:00Z), or null",
     ],
     ['{"watermark": null, "curser": "x"}', 'the state: unknown field curser'],
     ['{"job": "reviews:reconcile"}', 'the state is of job reviews:reconcile, not reviews'],
