@@ -625,6 +625,71 @@ describe('outbox SQL', () => {
     expect(await enqueueEvents(db.knex, db, [newEvent('c1')])).toBe(1);
   });
 
+  it('prunes more rows than one batch in statements of a batch each, every key kept until the key retention', async () => {
+    await outbox().del();
+    await db.knex(db.table('event_keys')).del();
+    const keys = ['b1', 'b2', 'b3', 'b4', 'b5', 'b6', 'b7'];
+    await enqueueEvents(
+      db.knex,
+      db,
+      [...keys, 'b-pending'].map((k) => newEvent(k)),
+    );
+    await outbox()
+      .whereIn('idempotency_key', keys)
+      .update({ state: 'sent', sent_at: db.knex.raw("now() - interval '8 days'") });
+    // Keys of rows pruned long ago, past the key retention: forgotten in batches too.
+    await db.knex(db.table('event_keys')).insert(
+      ['k1', 'k2', 'k3', 'k4', 'k5'].map((k) => ({
+        idempotency_key: k,
+        sent_at: db.knex.raw("now() - interval '401 days'"),
+      })),
+    );
+    // Records how many rows each DELETE statement removed, by table.
+    await db.knex.raw('create table ?? (seq serial, tbl text, n int)', [db.table('prune_statements')]);
+    await db.knex.raw(
+      `create function ${db.schema}.count_pruned() returns trigger language plpgsql as $$
+       begin
+         insert into ${db.table('prune_statements')} (tbl, n) select tg_table_name, count(*) from gone;
+         return null;
+       end $$`,
+    );
+    for (const table of ['events_outbox', 'event_keys'])
+      await db.knex.raw(
+        `create trigger count_pruned after delete on ?? referencing old table as gone
+         for each statement execute function ${db.schema}.count_pruned()`,
+        [db.table(table)],
+      );
+    try {
+      expect(await pruneOutbox(db.knex, db, 7, 400, { batch: 3 })).toEqual({ pruned: 7, keysForgotten: 5 });
+      const statements = await db.knex(db.table('prune_statements')).orderBy('seq').select('tbl', 'n');
+      expect(statements.filter((s) => s.tbl === 'events_outbox').map((s) => s.n)).toEqual([3, 3, 1]);
+      expect(statements.filter((s) => s.tbl === 'event_keys').map((s) => s.n)).toEqual([3, 2]);
+    } finally {
+      for (const table of ['events_outbox', 'event_keys'])
+        await db.knex.raw('drop trigger count_pruned on ??', [db.table(table)]);
+      await db.knex.raw('drop table ??', [db.table('prune_statements')]);
+      await db.knex.raw(`drop function ${db.schema}.count_pruned()`);
+    }
+    expect(await outbox().pluck('idempotency_key')).toEqual(['b-pending']);
+    // Every pruned row's key stays, with its time sent, and is still refused; the forgotten ones are not.
+    const kept: Array<{ idempotency_key: string; sent_at: Date | null }> = await db
+      .knex(db.table('event_keys'))
+      .orderBy('idempotency_key')
+      .select('idempotency_key', 'sent_at');
+    expect(kept.map((k) => [k.idempotency_key, k.sent_at !== null])).toEqual([
+      ['b-pending', false],
+      ...keys.map((k) => [k, true]),
+    ]);
+    expect(
+      await enqueueEvents(
+        db.knex,
+        db,
+        keys.map((k) => newEvent(k)),
+      ),
+    ).toBe(0);
+    expect(await enqueueEvents(db.knex, db, [newEvent('k1')])).toBe(1);
+  });
+
   it('reads the backlog gauges from the rows still to send alone, agreeing with the full statistics', async () => {
     await outbox().del();
     await enqueueEvents(

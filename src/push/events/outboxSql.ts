@@ -489,35 +489,76 @@ export async function resolveEvent(
 }
 
 /**
+ * Most rows one statement of the prune deletes: however many are due (a first prune after the
+ * retention was lowered, or after prunes failed for a while), each statement stays short, well
+ * within a statement_timeout, and holds its row locks and WAL for one batch only.
+ */
+export const PRUNE_BATCH = 10_000;
+
+/**
  * Housekeeping: sent rows older than the retention leave the outbox (a queue table bloats
  * otherwise). Their keys stay in event_keys, which has held them since they were enqueued, now
  * with the time they were sent, and are forgotten once that is older than the key retention.
+ * Both deletes go in batches of `batch` rows, each its own statement (a row's delete and its
+ * key's sent_at commit together), until a batch finds fewer. `signal`: stops between batches,
+ * returning what was done (the rest waits for the next prune).
  */
 export async function pruneOutbox(
   q: Queryable,
   db: Tables,
   retentionDays: number,
   keyRetentionDays: number,
+  { batch = PRUNE_BATCH, signal }: { batch?: number; signal?: AbortSignal | undefined } = {},
 ): Promise<{ pruned: number; keysForgotten: number }> {
+  const result = { pruned: 0, keysForgotten: 0 };
   // An upsert, not an update: a row enqueued by a replica older than migration 014 has no key yet.
-  const { rows } = (await q.raw(
-    `with gone as (
-       delete from ?? where state = 'sent' and sent_at < now() - make_interval(days => ?)
-       returning idempotency_key, sent_at
-     )
-     insert into ?? (idempotency_key, sent_at) select idempotency_key, sent_at from gone
-     on conflict (idempotency_key) do update set sent_at = excluded.sent_at
-     returning idempotency_key`,
-    [db.table('events_outbox'), retentionDays, db.table('event_keys')],
-  )) as { rows: unknown[] };
+  // The ids by the index of sent rows, `= any(array(…))` so the delete goes by the primary key;
+  // the delete checks each row again (a row locked meanwhile is waited for, then deleted).
+  for (;;) {
+    const { rows } = (await q.raw(
+      `with gone as (
+         delete from ?? o
+          where o.id = any(array(
+                  select id from ?? where state = 'sent' and sent_at < now() - make_interval(days => ?)
+                   order by sent_at limit ?))
+            and o.state = 'sent' and o.sent_at < now() - make_interval(days => ?)
+         returning o.idempotency_key, o.sent_at
+       )
+       insert into ?? (idempotency_key, sent_at) select idempotency_key, sent_at from gone
+       on conflict (idempotency_key) do update set sent_at = excluded.sent_at
+       returning idempotency_key`,
+      [
+        db.table('events_outbox'),
+        db.table('events_outbox'),
+        retentionDays,
+        batch,
+        retentionDays,
+        db.table('event_keys'),
+      ],
+    )) as { rows: unknown[] };
+    result.pruned += rows.length;
+    if (signal?.aborted) return result;
+    if (rows.length < batch) break;
+  }
   // A count from the statement itself: the embedded driver does not report affected rows. Only
   // keys whose rows were pruned have a sent_at: one still in the outbox is never forgotten.
-  const forgotten = (await q.raw(
-    `with gone as (delete from ?? where sent_at < now() - make_interval(days => ?) returning 1)
-     select count(*)::int as n from gone`,
-    [db.table('event_keys'), keyRetentionDays],
-  )) as { rows: Array<{ n: number }> };
-  return { pruned: rows.length, keysForgotten: Number(forgotten.rows[0]?.n ?? 0) };
+  for (;;) {
+    const forgotten = (await q.raw(
+      `with gone as (
+         delete from ?? k
+          where k.idempotency_key = any(array(
+                  select idempotency_key from ?? where sent_at < now() - make_interval(days => ?) limit ?))
+            and k.sent_at < now() - make_interval(days => ?)
+         returning 1
+       )
+       select count(*)::int as n from gone`,
+      [db.table('event_keys'), db.table('event_keys'), keyRetentionDays, batch, keyRetentionDays],
+    )) as { rows: Array<{ n: number }> };
+    const n = Number(forgotten.rows[0]?.n ?? 0);
+    result.keysForgotten += n;
+    if (n < batch || signal?.aborted) break;
+  }
+  return result;
 }
 
 export interface OutboxStats {
