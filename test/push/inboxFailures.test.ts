@@ -311,12 +311,34 @@ describe('the CRM inbox when a push fails', () => {
     ]);
   });
 
+  it('never replaces a report kept in failed/ without its export, moving an export of its name there', async () => {
+    // An earlier export's report, kept after its export was removed by hand.
+    const kept = 'line,field,reason,key\n2,email,kept by the operator,\n';
+    await writeFile(join(dir, 'failed', 'monday.csv.rejects.csv'), kept);
+    await writeFile(join(dir, 'monday.csv'), 'external_id,email\nm1,not-an-email\n');
+    await takeSettled();
+    expect(await readFile(join(dir, 'failed', 'monday.csv.rejects.csv'), 'utf8')).toBe(kept);
+    const moved = (await readdir(join(dir, 'failed'))).filter((n) => n.startsWith('monday.')).sort();
+    expect(moved).toEqual([
+      expect.stringMatching(/^monday\.\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z\.csv$/),
+      `${moved[0]}.rejects.csv`,
+      'monday.csv.rejects.csv',
+    ]);
+    expect((await failedReport(moved[0]!)).at(-1)).toEqual(
+      fileRow('its one row was rejected, nothing of it was pushed: see the rows above for why'),
+    );
+  });
+
   /**
    * The sandbox behind a forwarding server, over real HTTP: `instead` may answer a request itself
-   * with an error status; everything else is passed on. `taken` counts, by email, the contacts the
-   * sandbox accepted through it.
+   * with an error status (and `answerHeaders`); everything else is passed on. `taken` counts, by email,
+   * the contacts the sandbox accepted through it. Its client is its own, so a Retry-After it meets
+   * holds no other test's requests.
    */
-  const forwarding = async (instead: (req: IncomingMessage, body: string) => number | undefined) => {
+  const forwarding = async (
+    instead: (req: IncomingMessage, body: string) => number | undefined,
+    answerHeaders: Record<string, string> = {},
+  ) => {
     const taken = new Map<string, number>();
     const server: Server = createServer((req, res) => {
       const chunks: Buffer[] = [];
@@ -326,7 +348,7 @@ describe('the CRM inbox when a push fails', () => {
         const status = instead(req, body.toString());
         if (status !== undefined) {
           res
-            .writeHead(status, { 'content-type': 'application/json' })
+            .writeHead(status, { 'content-type': 'application/json', ...answerHeaders })
             .end('{"error":"Internal server error"}');
           return;
         }
@@ -517,6 +539,102 @@ describe('the CRM inbox when a push fails', () => {
     } finally {
       await outage.close();
     }
+  });
+
+  const enqueued = async (key: string) =>
+    Number((await db.knex(db.table('events_outbox')).where('idempotency_key', key).count({ n: '*' }))[0]!.n);
+  const eventsFile = (name: string, key: string, email: string) =>
+    writeFile(join(dir, name), `event_id,email,event_type\n${key},${email},matter.closed\n`);
+
+  it('enqueues the events files while the platform holds contacts off, and keeps the contacts exports waiting', async () => {
+    let posts = 0;
+    const holding = await forwarding(
+      (req) => {
+        if (!isContactPost(req)) return undefined;
+        posts++;
+        return 429;
+      },
+      { 'retry-after': '3600' },
+    );
+    try {
+      const withHold = job({ api: holding.api });
+      const run = () => outcomeOf(withHold);
+      await exportOf('hold-a.csv', 2);
+      expect(await run()).toBe('success');
+      expect(String(await run())).toContain('the platform answered 429 with a Retry-After of 3600 s');
+      const sent = posts;
+      // Lifecycle events dropped during the hold: they ask nothing of the contacts route.
+      await eventsFile('events-hold.csv', 'hold-closed-1', 'hold-a-0@example.com');
+      await exportOf('hold-b.csv', 1);
+      for (let poll = 0; poll < 2; poll++) {
+        expect(String(await run())).toContain(
+          'hold-a.csv not pushed: the platform asked for no contacts before',
+        );
+      }
+      expect(await where('events-hold.csv')).toBe('processed');
+      expect(await enqueued('hold-closed-1')).toBe(1);
+      expect(await where('hold-a.csv')).toBe('processing');
+      expect(await where('hold-b.csv')).toBe('inbox');
+      expect(posts).toBe(sent);
+    } finally {
+      await holding.close();
+    }
+    // A restart, an hour later: the export held is pushed first, then the one that waited behind it.
+    const before = await onPlatform();
+    await takeSettled();
+    expect(await where('hold-a.csv')).toBe('processed');
+    expect(await where('hold-b.csv')).toBe('processed');
+    expect(await onPlatform()).toBe(before + 3);
+  });
+
+  it('enqueues the events file after a contacts export the platform is down for, in the same run, and keeps the contacts exports after it', async () => {
+    // Dropped together, taken by name: the first export fails, the second waits behind it, and the
+    // events file after both is enqueued all the same.
+    await exportOf('down-a.csv', 3);
+    await exportOf('down-b.csv', 1);
+    await eventsFile('events-down.csv', 'down-closed-1', 'down-a-0@example.com');
+    await sandbox.control.setFaults({ partner: { error500: 1, routes: ['/api/v1/partner/contacts'] } });
+    try {
+      expect(await runInbox()).toBe('success');
+      expect(String(await runInbox())).toMatch(/3 contacts of down-a\.csv were not sent/);
+      expect(await where('events-down.csv')).toBe('processed');
+      expect(await enqueued('down-closed-1')).toBe(1);
+      expect(await where('down-a.csv')).toBe('processing');
+      expect(await where('down-b.csv')).toBe('inbox');
+    } finally {
+      await sandbox.control.setFaults({});
+    }
+    const before = await onPlatform();
+    expect(await runInbox()).toBe('success');
+    expect(await where('down-a.csv')).toBe('processed');
+    expect(await where('down-b.csv')).toBe('processed');
+    expect(await onPlatform()).toBe(before + 4);
+  });
+
+  it('holds contacts off for an hour at most, whatever Retry-After the platform sends', async () => {
+    const forever = await forwarding((req) => (isContactPost(req) ? 429 : undefined), {
+      'retry-after': '99999999999999999',
+    });
+    try {
+      const withForever = job({ api: forever.api });
+      const run = () => outcomeOf(withForever);
+      await exportOf('forever.csv', 2);
+      expect(await run()).toBe('success');
+      expect(String(await run())).toContain('the platform answered 429 with a Retry-After of');
+      const asked = Date.now();
+      const notPushed = String(await run());
+      const until =
+        /forever\.csv not pushed: the platform asked for no contacts before (\S+) \(the Retry-After of a 429\)/.exec(
+          notPushed,
+        );
+      expect(until, notPushed).not.toBeNull();
+      expect(Date.parse(until![1]!)).toBeLessThanOrEqual(asked + 60 * 60_000);
+      expect(await where('forever.csv')).toBe('processing');
+    } finally {
+      await forever.close();
+    }
+    expect(await runInbox()).toBe('success');
+    expect(await where('forever.csv')).toBe('processed');
   });
 
   it('parks in failed/ an export that cannot be read as one, and goes on', async () => {

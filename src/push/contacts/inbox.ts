@@ -10,6 +10,7 @@ import { addCount, type RunCounts } from '../../jobs/runCounts.js';
 import type { JobRunInfo } from '../../jobs/runner.js';
 import type { JobSpec } from '../../jobs/scheduler.js';
 import { enqueueEventsFile } from '../events/enqueueFile.js';
+import { MAX_RETRY_AFTER_MS } from '../events/sendPolicy.js';
 import { formatOf, RecordFileError } from '../readRecords.js';
 import { addFileReason, ignoreGone, isReportName, REPORT_SUFFIX, reportPathOf } from '../rejectReport.js';
 import {
@@ -154,7 +155,13 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
   // the client's retries did not wait out), and the answer that asked: kept across runs, or every
   // poll would send the requests it has in flight into the same answer again. In memory: a
   // restart, or another replica taking the job, tries once more, and stops at the first again.
+  // At most an hour, as the outbox waits: the header is the platform's text, and a Retry-After of
+  // years would hold every contacts export until a restart, and is past what a Date can say.
   let heldOff = { until: 0, status: 0 };
+  const heldOffError = (name: string) =>
+    new RetryableError(
+      `${name} not pushed: the platform asked for no contacts before ${new Date(heldOff.until).toISOString()} (the Retry-After of a ${heldOff.status})`,
+    );
 
   return {
     name: JOB.contactsInbox,
@@ -165,11 +172,16 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
         await mkdir(join(options.dir, sub), { recursive: true });
       }
       await finishMoves(deps, options.dir);
+      // The first contacts export of this run the platform would not take (a Retry-After, or its
+      // contacts route down): the run fails with it once the other files are done. Events files
+      // go on, since they send nothing to the platform here, so lifecycle events never wait on the
+      // contacts route; contacts exports wait, so none is pushed after an older one left behind.
+      let contactsStopped: RetryableError | undefined;
+      const waitsForContacts = (name: string) => !EVENTS_FILE.test(name) && contactsStopped !== undefined;
       const pushTaken = async (name: string, stats: Stats) => {
         if (!EVENTS_FILE.test(name) && Date.now() < heldOff.until) {
-          throw new RetryableError(
-            `${name} not pushed: the platform asked for no contacts before ${new Date(heldOff.until).toISOString()} (the Retry-After of a ${heldOff.status})`,
-          );
+          contactsStopped ??= heldOffError(name);
+          return;
         }
         try {
           await pushFile(deps, options, name, stats, {
@@ -179,9 +191,13 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
           });
         } catch (error) {
           if (error instanceof ContactsRetryAfterError) {
-            heldOff = { until: Date.now() + error.retryAfterMs, status: error.status };
+            const wait = Math.min(error.retryAfterMs, MAX_RETRY_AFTER_MS);
+            heldOff = { until: Date.now() + wait, status: error.status };
           }
-          throw error;
+          // Any other failure (the database, the key refused, the lease lost, a bug) ends the run
+          // at once, as it always has: it is not the contacts route's alone.
+          if (signal?.aborted || EVENTS_FILE.test(name) || !(error instanceof RetryableError)) throw error;
+          contactsStopped ??= error;
         }
       };
       // Left by a run before this one: first, so no export is pushed after a newer one of its name.
@@ -192,6 +208,7 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
       );
       for (const entry of left) {
         signal?.throwIfAborted();
+        if (waitsForContacts(entry.name)) continue;
         const key = `${PROCESSING}/${entry.name}`;
         // Removed by hand since the listing: nothing to push.
         const stats = await lstatIfThere(pathIn(processing, entry));
@@ -215,9 +232,16 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
       );
       for (const entry of dropped) {
         signal?.throwIfAborted();
+        if (waitsForContacts(entry.name)) continue;
+        // Left in the inbox while held, rather than taken only to wait in processing/.
+        if (!EVENTS_FILE.test(entry.name) && Date.now() < heldOff.until) {
+          contactsStopped ??= heldOffError(entry.name);
+          continue;
+        }
         const taken = await take(entry, counts);
         if (taken !== undefined) await pushTaken(entry.name, taken);
       }
+      if (contactsStopped !== undefined) throw contactsStopped;
     },
   };
 }
@@ -500,7 +524,10 @@ async function moveWithReport(from: string, name: string, to: string): Promise<v
  * day would have each replace the last there: a name already taken gets the time of the move.
  */
 async function freeName(to: string, name: string): Promise<string> {
-  if ((await lstatIfThere(join(to, name))) === undefined) return name;
+  // The report's name too: one kept there alone (its export removed by hand, or moved there by
+  // finishMove) would otherwise be replaced by this export's.
+  const taken = await Promise.all([join(to, name), reportPathOf(join(to, name))].map(lstatIfThere));
+  if (taken.every((stats) => stats === undefined)) return name;
   const [base, ext] = splitExt(name);
   return `${base}.${new Date().toISOString().replaceAll(':', '-').replace('.', '-')}${ext}`;
 }

@@ -44,7 +44,7 @@ export const NOT_SENT_MAX_DELAY_MS = 5 * 60_000;
  * value of years would put `next_attempt_at` past what a timestamp holds (the outcome's write
  * would fail) or leave the event waiting for good; an hour later it is simply asked again.
  */
-const MAX_RETRY_AFTER_MS = 60 * 60_000;
+export const MAX_RETRY_AFTER_MS = 60 * 60_000;
 
 /** How one attempt ended, as far as the outbox cares. */
 export type AttemptResult =
