@@ -1,5 +1,7 @@
 interface Waiting<T, R> {
   readonly item: T;
+  /** When it was added (performance.now()): its timeout counts from here, not from its write. */
+  readonly addedMs: number;
   readonly resolve: (result: R) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -17,9 +19,12 @@ export interface GroupCommitOptions {
    */
   readonly isolateWhen?: (error: unknown) => boolean;
   /**
-   * Longest a caller waits for its batch's write. Past it, `onTimeout` gives the error every
-   * caller of the batch is rejected with, and the write is left to finish or fail on its own while
-   * the next batch goes ahead: one stalled connection cannot hold every later item.
+   * Longest a caller waits, from its add(), for its item to be written. Past it, `onTimeout` gives
+   * the error every caller of the batch is rejected with, and the write is left to finish or fail
+   * on its own while the next batch goes ahead: one stalled connection cannot hold every later
+   * item. Counted from add(), not from the write's start, so an item queued behind stalled writes
+   * is answered in time too: a batch is given up on when its oldest item's time is up (its younger
+   * items with it), and an item whose time is up before its write starts is failed unwritten.
    */
   readonly timeout?: { readonly ms: number; readonly onTimeout: (batchSize: number) => Error };
   /**
@@ -70,7 +75,7 @@ export class GroupCommit<T, R = void> {
   /** Resolves with the item's result once it is written; rejects when its write failed or timed out. */
   add(item: T): Promise<R> {
     return new Promise((resolve, reject) => {
-      this.#waiting.push({ item, resolve, reject });
+      this.#waiting.push({ item, addedMs: performance.now(), resolve, reject });
       this.#schedule();
     });
   }
@@ -122,6 +127,7 @@ export class GroupCommit<T, R = void> {
   }
 
   #start(): void {
+    this.#failExpired();
     const batch = this.#waiting.splice(0, this.#maxBatch);
     if (batch.length === 0) {
       this.#settled();
@@ -136,15 +142,34 @@ export class GroupCommit<T, R = void> {
     };
     const timeout = this.#timeout;
     if (timeout !== undefined) {
-      timer = setTimeout(() => {
-        if (!this.#inFlight.has(write)) return;
-        // Settling a promise twice is a no-op: if the write ends later, its outcome is ignored.
-        const error = timeout.onTimeout(batch.length);
-        for (const w of batch) w.reject(error);
-        release();
-      }, timeout.ms);
+      timer = setTimeout(
+        () => {
+          if (!this.#inFlight.has(write)) return;
+          // Settling a promise twice is a no-op: if the write ends later, its outcome is ignored.
+          const error = timeout.onTimeout(batch.length);
+          for (const w of batch) w.reject(error);
+          release();
+        },
+        Math.max(0, batch[0]!.addedMs + timeout.ms - performance.now()),
+      );
     }
     void this.#writeIsolating(batch).then(release);
+  }
+
+  /**
+   * Fails, unwritten, the waiting items whose time is up (the oldest, at the head of the queue, as
+   * when a batch ahead of them just timed out): their callers are answered now, and a stalled
+   * database is not sent writes nobody waits for.
+   */
+  #failExpired(): void {
+    const timeout = this.#timeout;
+    if (timeout === undefined) return;
+    const now = performance.now();
+    const due = this.#waiting.findIndex((w) => w.addedMs + timeout.ms > now);
+    const expired = this.#waiting.splice(0, due === -1 ? this.#waiting.length : due);
+    if (expired.length === 0) return;
+    const error = timeout.onTimeout(expired.length);
+    for (const w of expired) w.reject(error);
   }
 
   /** A write ended (or was given up on): the next batch goes at once, as it waited a whole write. */

@@ -34,9 +34,13 @@ export type ParseEventResult =
  * told apart from a broken review.created, since no retry of it can ever be stored.
  */
 export function parseEvent(body: Buffer, headerType?: string): ParseEventResult {
+  const text = utf8(body);
+  // Decoded otherwise, the text stored would no longer be the bytes signed: refused whatever the
+  // type, as JSON between systems is UTF-8 (RFC 8259 §8.1).
+  if (text === undefined) return { ok: false, reason: 'invalid_json', detail: 'body is not UTF-8' };
   let json: unknown;
   try {
-    json = JSON.parse(body.toString('utf8'));
+    json = JSON.parse(text);
   } catch {
     if (headerType !== undefined && headerType !== REVIEW_CREATED) {
       return ignored(headerType);
@@ -60,6 +64,33 @@ export function parseEvent(body: Buffer, headerType?: string): ParseEventResult 
     };
   }
   return { ok: true, event: result.data };
+}
+
+/**
+ * X-EE-Event as one type: Node joins a repeated header with commas, and an empty value names none.
+ * Undefined when no type is left; else the first that is not review.created, so that one
+ * contradicting value is seen.
+ */
+export function headerEventType(value: string | string[] | undefined): string | undefined {
+  const types = [value ?? []]
+    .flat()
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
+  if (types.length === 0) return undefined;
+  return types.find((type) => type !== REVIEW_CREATED) ?? REVIEW_CREATED;
+}
+
+// fatal: bytes that are not UTF-8 throw instead of becoming U+FFFD. The one leading byte order mark
+// it drops is what RFC 8259 §8.1 lets a parser ignore; the bytes signed and stored keep it.
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+function utf8(body: Buffer): string | undefined {
+  try {
+    return UTF8.decode(body);
+  } catch {
+    return undefined;
+  }
 }
 
 /**

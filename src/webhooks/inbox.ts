@@ -38,8 +38,9 @@ export interface InboxOptions {
   /** Most deliveries in one commit; the rest wait for the next one. */
   readonly maxBatch?: number;
   /**
-   * Longest a batch waits for its commit; past it, its deliveries are answered 503 and the commit
-   * is left to finish or fail on its own, so one stalled connection cannot hold every later one.
+   * Longest a delivery waits, from its submit, for its commit; past it, it is answered 503 and the
+   * commit is left to finish or fail on its own, so one stalled connection cannot hold every later
+   * one (GroupCommit's timeout).
    */
   readonly commitTimeoutMs?: number;
 }

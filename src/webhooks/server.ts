@@ -1,8 +1,13 @@
 import { readFileSync } from 'node:fs';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { Logger } from '../log.js';
 import type { Metrics, WebhookRefusalReason } from '../metrics.js';
-import { parseEvent, REVIEW_CREATED } from './event.js';
+import { headerEventType, parseEvent, REVIEW_CREATED } from './event.js';
 import { type Inbox, InboxClosedError, InboxTimeoutError } from './inbox.js';
 import { verifyDelivery } from './signature.js';
 
@@ -99,7 +104,7 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
     },
   });
 
-  app.post(options.path, async (request, reply) => {
+  app.post(options.path, { onRequest: typeProvesNothing }, async (request, reply) => {
     // The delivery's age is judged at its arrival (its body read), once: a reload of the secrets
     // below may wait up to the commit timeout, which must not count against the tolerance.
     const arrivedSeconds = nowSeconds();
@@ -124,7 +129,7 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
     }
     metrics?.webhookClockSkew.observe(Math.abs(verified.skewSeconds));
 
-    const eventHeader = header(request.headers['x-ee-event']);
+    const eventHeader = headerEventType(request.headers['x-ee-event']);
     const parsed = parseEvent(body, eventHeader);
     if (!parsed.ok && parsed.reason === 'ignored_event_type') {
       metrics?.webhookRefusals.inc({ reason: parsed.reason });
@@ -145,6 +150,7 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
     try {
       const outcome = await options.inbox.submit({
         event: parsed.event,
+        // Exactly the bytes signed: parseEvent took them only as valid UTF-8 (a BOM kept).
         body: body.toString('utf8'),
         observedAt,
       });
@@ -166,6 +172,19 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
 }
 
 const EMPTY_BODY = Buffer.alloc(0);
+
+/**
+ * Fastify refuses a content type it cannot parse (an empty one too) with a 415 before any parser
+ * is chosen: every delivery that has one is read as bytes, so only its signature judges it. Set
+ * on the raw headers, which Fastify reads them from: assigned to `request.headers`, they would be
+ * merged into a new object at every read of a header.
+ */
+function typeProvesNothing(request: FastifyRequest, _reply: FastifyReply, done: () => void): void {
+  if (request.raw.headers['content-type'] !== undefined) {
+    request.raw.headers['content-type'] = 'application/octet-stream';
+  }
+  done();
+}
 
 function header(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;

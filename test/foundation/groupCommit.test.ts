@@ -16,6 +16,21 @@ function recordingWrite(options: { refuse?: number } = {}) {
   return { batches, write };
 }
 
+/** A write that hangs on every batch until released: a database whose commits all stall. */
+function stalledWrite() {
+  let release: () => void = () => {};
+  const stalled = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const batches: number[][] = [];
+  const write = async (items: readonly number[]) => {
+    batches.push([...items]);
+    await stalled;
+    return items.map((n) => n * 2);
+  };
+  return { batches, write, release: () => release() };
+}
+
 describe('GroupCommit', () => {
   it('writes what arrives in one turn together, what arrives during a write in the next, each caller its own result', async () => {
     const { batches, write } = recordingWrite();
@@ -88,7 +103,8 @@ describe('GroupCommit', () => {
       },
     );
     const late = [commits.add(1), commits.add(2)];
-    await new Promise((resolve) => setImmediate(resolve));
+    // Added halfway through the stalled write: time is left to write it once that is given up on.
+    await sleep(25);
     const next = commits.add(3);
     await expect(late[0]).rejects.toThrow('late (2)');
     await expect(late[1]).rejects.toThrow('late (2)');
@@ -97,6 +113,42 @@ describe('GroupCommit', () => {
     expect(timedOut).toEqual([2]);
     expect(batches).toEqual([[1, 2], [3]]);
     release(); // the stalled write ends later: its callers are already answered
+  });
+
+  it('counts the timeout from add(): an item queued behind two stalled writes fails within it', async () => {
+    const { write, release } = stalledWrite();
+    const commits = new GroupCommit(write, {
+      overlapAfterMs: 5,
+      timeout: { ms: 300, onTimeout: () => new Error('late') },
+    });
+    const late = (n: number) => commits.add(n).catch((error: Error) => error.message);
+    const ahead = [late(1)];
+    await sleep(20); // past overlapAfterMs: the next item's write starts beside the first
+    ahead.push(late(2));
+    await sleep(20);
+    const addedMs = performance.now();
+    // Both writes in flight: it waits until the first is given up on, but not a timeout more.
+    await expect(commits.add(3)).rejects.toThrow('late');
+    expect(performance.now() - addedMs).toBeLessThan(300 + 100);
+    expect(await Promise.all(ahead)).toEqual(['late', 'late']);
+    release();
+  });
+
+  it('fails the items whose time ran out while they queued, without writing them', async () => {
+    const { batches, write, release } = stalledWrite();
+    const commits = new GroupCommit(write, {
+      maxBatch: 1,
+      timeout: { ms: 100, onTimeout: () => new Error('late') },
+    });
+    const addedMs = performance.now();
+    const settled = await Promise.allSettled([1, 2, 3, 4].map((n) => commits.add(n)));
+    expect(settled.map((s) => s.status)).toEqual(['rejected', 'rejected', 'rejected', 'rejected']);
+    // Not one timeout per batch ahead of it: every item within its own.
+    expect(performance.now() - addedMs).toBeLessThan(100 + 100);
+    // The stalled database was not sent the writes nobody waited for any more.
+    expect(batches.length).toBeLessThan(4);
+    release();
+    await commits.idle();
   });
 
   describe('overlapAfterMs', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseEvent, reviewCreatedEventSchema } from '../../src/webhooks/event.js';
+import { headerEventType, parseEvent, reviewCreatedEventSchema } from '../../src/webhooks/event.js';
 
 const review = {
   id: '6f1c2a5e-8a7b-4c1d-9e2f-0a1b2c3d4e5f',
@@ -60,6 +60,26 @@ describe('parseEvent', () => {
     );
   });
 
+  it('reads a body after one leading UTF-8 byte order mark', () => {
+    const delivery = body({ event: 'review.created', timestamp: '1', data: review });
+    const bom = Buffer.from([0xef, 0xbb, 0xbf]);
+    expect(parseEvent(Buffer.concat([bom, delivery]))).toMatchObject({ ok: true });
+    expect(parseEvent(Buffer.concat([bom, bom, delivery]))).toMatchObject({
+      ok: false,
+      reason: 'invalid_json',
+    });
+  });
+
+  it('refuses a body that is not UTF-8, whatever type the header names', () => {
+    const latin1 = Buffer.from(
+      JSON.stringify({ event: 'review.created', data: { ...review, comment: 'Zoë' } }),
+      'latin1',
+    );
+    const refused = { ok: false, reason: 'invalid_json', detail: 'body is not UTF-8' };
+    expect(parseEvent(latin1)).toStrictEqual(refused);
+    expect(parseEvent(latin1, 'review.updated')).toStrictEqual(refused);
+  });
+
   it('refuses what is not JSON and an invalid review', () => {
     expect(parseEvent(Buffer.from('{"event":'))).toMatchObject({ ok: false, reason: 'invalid_json' });
     expect(parseEvent(Buffer.alloc(0), 'review.created')).toMatchObject({
@@ -74,5 +94,19 @@ describe('parseEvent', () => {
       parseEvent(body({ event: 'review.created', timestamp: '1', data: { ...review, id: 'nope' } })),
     ).toMatchObject({ ok: false, reason: 'invalid_event', detail: expect.stringContaining('data.id') });
     expect(parseEvent(body([]))).toMatchObject({ ok: false, reason: 'invalid_event' });
+  });
+});
+
+describe('headerEventType', () => {
+  it('reads a repeated X-EE-Event (joined by commas) as one type, and an empty one as none', () => {
+    expect(headerEventType(undefined)).toBeUndefined();
+    expect(headerEventType('')).toBeUndefined();
+    expect(headerEventType(' , ')).toBeUndefined();
+    expect(headerEventType(' review.created ')).toBe('review.created');
+    expect(headerEventType('review.created, review.created')).toBe('review.created');
+    expect(headerEventType(['review.created', ''])).toBe('review.created');
+    // One value other than review.created is what contradicts a review.created body.
+    expect(headerEventType('review.created, review.updated')).toBe('review.updated');
+    expect(headerEventType(', review.deleted')).toBe('review.deleted');
   });
 });

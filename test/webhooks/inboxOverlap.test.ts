@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import type { Review } from '../../src/partner-api/reviewsSchema.js';
 import { parseEvent } from '../../src/webhooks/event.js';
-import { Inbox } from '../../src/webhooks/inbox.js';
+import { Inbox, InboxTimeoutError } from '../../src/webhooks/inbox.js';
 import { freshDb, POSTGRES_URL } from '../helpers/db.js';
 import { quietLog } from '../helpers/log.js';
 import { waitFor } from '../helpers/wait.js';
@@ -32,6 +32,12 @@ describe('webhook inbox: a stalled commit does not hold the deliveries behind it
 
   const stored = async (id: string) =>
     Number((await db.knex(db.table('webhook_inbox')).where({ review_id: id }).count({ n: '*' }))[0]!.n);
+  const lockWaits = async () => {
+    const { rows } = await db.knex.raw(
+      `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`,
+    );
+    return (rows as Array<{ n: number }>)[0]!.n;
+  };
 
   it('commits a later delivery beside the stalled commit, and the stalled one once it can go on', async () => {
     const stalledReview = makeReview();
@@ -50,12 +56,7 @@ describe('webhook inbox: a stalled commit does not hold the deliveries behind it
       first = inbox.submit(delivery(stalledReview)).finally(() => {
         firstSettled = true;
       });
-      await waitFor(async () => {
-        const { rows } = await db.knex.raw(
-          `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`,
-        );
-        return (rows as Array<{ n: number }>)[0]!.n > 0;
-      });
+      await waitFor(async () => (await lockWaits()) > 0);
 
       const later = makeReview();
       expect(await inbox.submit(delivery(later))).toBe('accepted');
@@ -66,5 +67,36 @@ describe('webhook inbox: a stalled commit does not hold the deliveries behind it
     }
     expect(await first).toBe('accepted');
     expect(await stored(stalledReview.id)).toBe(1);
+  });
+  it('answers 503 within the commit timeout a delivery queued behind two stalled commits', async () => {
+    const timeoutMs = 1_000;
+    const bounded = new Inbox({ db, log: quietLog, commitTimeoutMs: timeoutMs });
+    const [a, b, c] = [makeReview(), makeReview(), makeReview()];
+    const blocker = await db.knex.transaction();
+    const ahead: Array<Promise<unknown>> = [];
+    try {
+      // Every commit stalls: uncommitted rows with the deliveries' keys.
+      for (const r of [a, b, c]) {
+        await blocker(db.table('webhook_inbox')).insert({
+          review_id: r.id,
+          event: 'review.created',
+          event_at: new Date(),
+          body: '{}',
+        });
+      }
+      ahead.push(bounded.submit(delivery(a)).catch((error: unknown) => error));
+      await waitFor(async () => (await lockWaits()) >= 1);
+      ahead.push(bounded.submit(delivery(b)).catch((error: unknown) => error));
+      await waitFor(async () => (await lockWaits()) >= 2);
+
+      const submittedMs = performance.now();
+      await expect(bounded.submit(delivery(c))).rejects.toBeInstanceOf(InboxTimeoutError);
+      // Not the first stalled commit's timeout and then a whole one of its own (docs/operations.md).
+      expect(performance.now() - submittedMs).toBeLessThan(timeoutMs + 300);
+    } finally {
+      await blocker.rollback();
+      await Promise.all(ahead);
+      await bounded.close();
+    }
   });
 });
