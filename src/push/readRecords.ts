@@ -68,8 +68,8 @@ export interface ReadOptions {
     | undefined;
   /**
    * The columns (JSON Lines keys) whose values are used: a record holds only these, and only these
-   * are checked, so a column never sent (a free-text `notes`) cannot reject a row. Every column
-   * when absent.
+   * are checked, so a column never sent (a free-text `notes`) cannot reject a row, nor, named twice
+   * in the header, the file. Every column when absent.
    */
   readonly columnsRead?: ReadonlySet<string> | undefined;
 }
@@ -106,11 +106,21 @@ const UNSUPPORTED_BOMS: ReadonlyArray<readonly [Buffer, string]> = [
   [Buffer.from([0xfe, 0xff]), 'UTF-16 (big-endian)'],
 ];
 
+const UTF8_BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+
 /**
  * A file in UTF-16 or UTF-32 (Excel's "Unicode text") would be decoded as one garbled row with a
- * NUL between letters: it is refused as a whole, saying what it is and what is read instead.
+ * NUL between letters: it is refused as a whole, saying what it is and what is read instead. So is
+ * a UTF-8 file (Excel's "CSV UTF-8") read as windows-1252 or latin1: its byte order mark would be
+ * read as `ï»¿` into the first column's name, leaving that column (an external_id) unread, and
+ * every accented letter mangled.
  */
-function unsupportedEncoding(start: Buffer): RecordFileError | undefined {
+function unsupportedEncoding(start: Buffer, encoding: Encoding): RecordFileError | undefined {
+  if (encoding !== 'utf-8' && start.subarray(0, UTF8_BOM.length).equals(UTF8_BOM)) {
+    return new RecordFileError(
+      `the file is UTF-8, by the byte order mark it starts with, but is read as ${encoding} (--encoding / CRM_INBOX_ENCODING): read it as utf-8, or save it as ${encoding}`,
+    );
+  }
   const found = UNSUPPORTED_BOMS.find(([bom]) => start.subarray(0, bom.length).equals(bom));
   if (found === undefined) return undefined;
   return new RecordFileError(
@@ -130,7 +140,7 @@ function decode(encoding: Encoding): Transform {
   const decodeStart = (): string => {
     const bytes = start!;
     start = undefined;
-    const refused = unsupportedEncoding(bytes);
+    const refused = unsupportedEncoding(bytes, encoding);
     if (refused !== undefined) throw refused;
     return decoder.decode(bytes, { stream: true });
   };
@@ -204,10 +214,14 @@ export async function* readRecords(
     empty = false;
   });
   try {
+    let headed = true;
     if (format === 'jsonl') yield* readJsonLines(text, encoding, read);
-    else yield* readCsv(text, encoding, read, options.delimiter, options);
+    else headed = yield* readCsv(text, encoding, read, options.delimiter, options);
     // Read as a file with nothing changed, an export that failed would go unnoticed.
     if (empty) throw new RecordFileError(EMPTY_FILE);
+    // The same (Excel saves an empty sheet as a byte order mark alone), and with no header, not
+    // even the email's column could be checked.
+    if (!headed) throw new RecordFileError(NO_HEADER);
   } finally {
     // Not read to its end (a file fault, a consumer that stopped): the file is closed now, not
     // when the stream is collected, and the text is ended with it, so nothing waits on it. (pipe
@@ -218,6 +232,8 @@ export async function* readRecords(
 }
 
 const EMPTY_FILE = 'empty file (0 bytes, not even a header line): did the export fail?';
+const NO_HEADER =
+  'no header line (the file holds only blank lines or a byte order mark): did the export fail?';
 
 /**
  * The most text one record may take, CSV or JSON Lines: past it the file stops being read and
@@ -322,7 +338,7 @@ async function* readCsv(
   read: (column: string) => boolean,
   delimiter: string | undefined,
   required: Pick<ReadOptions, 'requiredColumns' | 'requiredOneOf'>,
-): AsyncGenerator<ReadItem> {
+): AsyncGenerator<ReadItem, boolean> {
   // The file's lines as they are (csv-parse counts a CRLF inside a quoted field as two).
   const lines = new LineCounter();
   // Text fed to the parser since it last gave a record: past MAX_RECORD_TEXT, the file is read no
@@ -333,14 +349,17 @@ async function* readCsv(
   const iterator = text[Symbol.asyncIterator]();
   let head = '';
   const buffered: string[] = [];
+  let headerLine: string | undefined;
   // Bounded too: a file with no line break is no CSV, and the guard below ends its reading.
-  while (!/[\r\n]/.test(head) && head.length < 2 ** 20) {
+  while (headerLine === undefined && head.length < 2 ** 20) {
     const next = await iterator.next();
     if (next.done) break;
     head += String(next.value);
     buffered.push(String(next.value));
+    headerLine = firstLineIn(head, false);
   }
-  const chosen = delimiter ?? detectDelimiter(head.split(LINE_BREAK)[0]!.replace(/^\uFEFF/, ''));
+  headerLine ??= firstLineIn(head, true) ?? '';
+  const chosen = delimiter ?? detectDelimiter(headerLine.replace(/^\uFEFF/, ''));
   // relax_quotes: a quote inside an unquoted field (`O"Brien`) is kept as written, as Excel reads
   // it. A quote opened and never closed swallows the rest of the file: the file fails, naming it.
   const csv = parse({
@@ -436,7 +455,7 @@ async function* readCsv(
     lastLine = line + breaks.real;
     if (header === undefined) {
       header = item.record.map((h) => h.trim());
-      checkHeader(header, required.requiredColumns ?? new Map(), required.requiredOneOf ?? []);
+      checkHeader(header, read, required.requiredColumns ?? new Map(), required.requiredOneOf ?? []);
       continue;
     }
     if (item.record.length !== header.length) {
@@ -453,6 +472,18 @@ async function* readCsv(
   }
   yield* reportSkipped(true);
   if (cut !== undefined) throw notReadToTheEnd();
+  return header !== undefined;
+}
+
+/**
+ * The first line of `text` that is not empty, which csv-parse takes for the header (it skips
+ * empty lines): reading the very first, a blank line before the header made a `;` file be read as
+ * `,` and refused. Only a line whose end is in `text`, unless `text` is the whole file.
+ */
+function firstLineIn(text: string, whole: boolean): string | undefined {
+  const lines = text.split(LINE_BREAK);
+  if (!whole) lines.pop();
+  return lines.find((line) => line !== '');
 }
 
 /**
@@ -519,10 +550,12 @@ class LineCounter {
 /**
  * Two columns of one name would make every row ambiguous, and a column the mapping needs missing
  * would read every row wrong (a renamed `CRM ID` column: every contact sent without its
- * external_id): the file is refused as a whole.
+ * external_id): the file is refused as a whole. A column named twice but never read is no
+ * ambiguity, as neither value is taken (CRMs export two `Phone` or `Address` columns).
  */
 function checkHeader(
   header: readonly string[],
+  read: (column: string) => boolean,
   required: ReadonlyMap<string, string>,
   oneOf: NonNullable<ReadOptions['requiredOneOf']>,
 ): void {
@@ -530,7 +563,7 @@ function checkHeader(
   header.forEach((name, i) => {
     if (name === '') return;
     const first = seen.get(name);
-    if (first !== undefined) {
+    if (first !== undefined && read(name)) {
       throw new RecordFileError(
         `the header names column "${name}" twice (columns ${first + 1} and ${i + 1}): rename one`,
       );

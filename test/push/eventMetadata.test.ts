@@ -120,6 +120,26 @@ describe('an events file or the CLI: the row refused, naming the key', () => {
     });
   });
 
+  it('says that metadata that is not JSON at all is not valid JSON, rather than not an object', () => {
+    expect(eventFromRecord(record('{"matter": 7'))).toEqual({
+      line: 4,
+      field: 'metadata',
+      reason: 'is not valid JSON',
+    });
+    expect(
+      toNewEvent({ email: 'a@example.com', event_type: 'matter.closed', metadata: 'matter 7' }, 'cli'),
+    ).toEqual({ field: 'metadata', reason: 'is not valid JSON' });
+  });
+
+  it('names a bad key by its column, event_id, not by the internal field "key"', () => {
+    expect(
+      eventFromRecord({
+        line: 2,
+        fields: { event_id: 'k'.repeat(501), email: 'a@example.com', event_type: 'matter.closed' },
+      }),
+    ).toEqual({ line: 2, field: 'event_id', reason: 'must be at most 500 characters' });
+  });
+
   it('refuses it from the CLI too', () => {
     expect(
       toNewEvent({ email: 'a@example.com', event_type: 'matter.closed', metadata: '{"n": -1e400}' }, 'cli'),

@@ -159,4 +159,43 @@ describe('the CRM inbox with a file it cannot read whole', () => {
     expect(emails).toContain('fine@example.com');
     expect(emails).not.toContain('a@example.com');
   });
+
+  it('moves to failed/ a UTF-8 export with a byte order mark in an inbox read as windows-1252, and pushes the next', async () => {
+    // Read as windows-1252, its first column was named `ï»¿external_id`: the contact went without one.
+    const inboxDir = await mkdtemp(join(tmpdir(), 'rm-inbox-bom-'));
+    const inbox = contactsInboxJob(
+      { db, api, log: quietLog, scrubber: new SecretScrubber() },
+      {
+        dir: inboxDir,
+        schedule: 'off',
+        settleMs: 0,
+        mapping: loadConfigFile(undefined).contacts,
+        rules: [],
+        push: { concurrency: 4, ratePerSecond: 1_000, logRetentionDays: 30, encoding: 'windows-1252' },
+      },
+    );
+    await writeFile(
+      join(inboxDir, 'a-excel-utf8.csv'),
+      Buffer.concat([
+        Buffer.from([0xef, 0xbb, 0xbf]),
+        Buffer.from('external_id,email,name\r\nCRM-1,bom@example.com,Zoë\r\n'),
+      ]),
+    );
+    await writeFile(
+      join(inboxDir, 'b-excel-1252.csv'),
+      Buffer.concat([Buffer.from('email,name\r\nzoe1252@example.com,Zo'), Buffer.from([0xeb, 0x0d, 0x0a])]),
+    );
+    for (let i = 0; i < 2; i++)
+      expect((await runJob({ db, log: quietLog }, inbox, { wait: false })).outcome).toBe('success');
+    expect(await readdir(join(inboxDir, 'failed'))).toEqual([
+      'a-excel-utf8.csv',
+      'a-excel-utf8.csv.rejects.csv',
+    ]);
+    expect(await readFile(join(inboxDir, 'failed', 'a-excel-utf8.csv.rejects.csv'), 'utf8')).toContain(
+      'the file is UTF-8, by the byte order mark it starts with, but is read as windows-1252 (--encoding / CRM_INBOX_ENCODING): read it as utf-8, or save it as windows-1252',
+    );
+    const contacts = (await sandbox.control.truth(sandbox.companyId)).contacts;
+    expect(contacts.map((c) => c.email)).not.toContain('bom@example.com');
+    expect(contacts.find((c) => c.email === 'zoe1252@example.com')?.name).toBe('Zoë');
+  });
 });

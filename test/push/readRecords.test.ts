@@ -63,6 +63,22 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
     expect(await read('header.csv', 'email,name\n')).toEqual([]);
   });
 
+  it.each([
+    ['a byte order mark alone', Buffer.from([0xef, 0xbb, 0xbf])],
+    ['a line break alone', Buffer.from('\r\n')],
+    ['blank lines', Buffer.from('\n\r\n\r')],
+  ])(
+    'fails a CSV with no header line (%s) as it fails an empty file, not as an export with no rows',
+    async (_, bytes) => {
+      // Excel saves an empty sheet as "CSV UTF-8" as its byte order mark alone.
+      await expect(read('no-header.csv', bytes)).rejects.toThrow(
+        new RecordFileError(
+          'no header line (the file holds only blank lines or a byte order mark): did the export fail?',
+        ),
+      );
+    },
+  );
+
   it('fails with the error of a file it cannot read, instead of waiting for ever', async () => {
     const notAFile = join(dir, 'a-directory.csv');
     await mkdir(notAFile);
@@ -111,6 +127,17 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
       records(await read('pipe.csv', 'email|name\na@example.com|A\n', { delimiter: '|' }))[0]!.fields.name,
     ).toBe('A');
     expect(detectDelimiter('"a;b",c,d')).toBe(',');
+  });
+
+  it('detects the delimiter from the header line after blank lines, which the parser skips', async () => {
+    expect(await read('blank-first.csv', '\r\nemail;name\r\nana@example.com;Smith, Ana\r\n')).toEqual([
+      { record: { line: 3, fields: { email: 'ana@example.com', name: 'Smith, Ana' } } },
+    ]);
+    // The header line in a later chunk than the blank lines, and cut between two.
+    const chunks = ['\r\n\n', '\r', 'email;na', 'me\r\nana@example.com;Smith, Ana\r\n'];
+    expect(await readAll(Readable.from(chunks))).toEqual([
+      { record: { line: 5, fields: { email: 'ana@example.com', name: 'Smith, Ana' } } },
+    ]);
   });
 
   it('decodes windows-1252 and keeps accented names exact', async () => {
@@ -375,6 +402,18 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
       read('dup-header.csv', 'email,name,email\na@example.com,Ann,b@example.com\n'),
     ).rejects.toThrow('the header names column "email" twice (columns 1 and 3): rename one');
   });
+
+  it('reads a header that names twice a column never read, taking neither of its values, and refuses one read', async () => {
+    // CRMs export two Phone or Address columns; a contacts push sends neither.
+    const columnsRead = new Set(['email', 'name']);
+    const csv = 'email,Phone,name,Phone\nana@example.com,111,Ana,222\n';
+    expect(await read('dup-unread.csv', csv, { columnsRead })).toEqual([
+      { record: { line: 2, fields: { email: 'ana@example.com', name: 'Ana' } } },
+    ]);
+    await expect(read('dup-read.csv', csv, { columnsRead: new Set(['email', 'Phone']) })).rejects.toThrow(
+      new RecordFileError('the header names column "Phone" twice (columns 2 and 4): rename one'),
+    );
+  });
 });
 
 describe('readRecords: a bad record costs that record, a file not read to its end fails', () => {
@@ -535,6 +574,31 @@ describe('readRecords: a bad record costs that record, a file not read to its en
     }
     // A file shorter than a byte order mark is read as ever.
     expect(await read('tiny.csv', 'e\n')).toEqual([]);
+  });
+
+  it('refuses a UTF-8 file by its byte order mark when read as windows-1252 or latin1, naming the setting', async () => {
+    // Read as windows-1252, the mark became `ï»¿` in the first column's name: that column went unread.
+    const bom = Buffer.from([0xef, 0xbb, 0xbf]);
+    const files: Array<[string, Buffer]> = [
+      [
+        'excel-utf8.csv',
+        Buffer.concat([bom, Buffer.from('external_id,email,name\nCRM-1,zoe@example.com,Zoë\n')]),
+      ],
+      ['excel-utf8.jsonl', Buffer.concat([bom, Buffer.from('{"external_id":"CRM-1"}\n')])],
+      ['bom-alone.csv', bom],
+    ];
+    for (const encoding of ['windows-1252', 'latin1'] as const) {
+      for (const [name, bytes] of files) {
+        await expect(read(name, bytes, { encoding })).rejects.toThrow(
+          new RecordFileError(
+            `the file is UTF-8, by the byte order mark it starts with, but is read as ${encoding} (--encoding / CRM_INBOX_ENCODING): read it as utf-8, or save it as ${encoding}`,
+          ),
+        );
+      }
+    }
+    expect(records(await read('excel-utf8.csv', files[0]![1]))).toEqual([
+      { line: 2, fields: { external_id: 'CRM-1', email: 'zoe@example.com', name: 'Zoë' } },
+    ]);
   });
 });
 

@@ -34,7 +34,9 @@ const eventSchema = z
         try {
           parsed = JSON.parse(blank);
         } catch {
-          return blank;
+          // Not "must be a JSON object": the text is no JSON at all (a brace lost, quotes doubled).
+          ctx.addIssue({ code: 'custom', message: 'is not valid JSON' });
+          return z.NEVER;
         }
         // Only the text shows what parsing changed (1e400 read as Infinity, sent as null): an
         // object's, so that other values are still refused as not being one.
@@ -159,5 +161,7 @@ export function eventFromRecord(record: FileRecord): NewEvent | RowError {
     },
     'file',
   );
-  return 'field' in event ? { line: record.line, ...event } : event;
+  if (!('field' in event)) return event;
+  // Named by the file's column: `key` is no column the partner could look for.
+  return { line: record.line, reason: event.reason, field: event.field === 'key' ? 'event_id' : event.field };
 }
