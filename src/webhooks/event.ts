@@ -10,9 +10,10 @@ export const REVIEW_CREATED = 'review.created';
 
 export const reviewCreatedEventSchema = z.object({
   event: z.literal(REVIEW_CREATED),
-  // The body's `timestamp` is not read: only the signed X-EE-Timestamp dates a delivery (and is
-  // held to the tolerance). A platform that keeps a delivery's body and signs each retry anew
-  // sends one that lags the header by the retry's delay; refused, the retries would all fail.
+  // Never refused for its `timestamp`: only the signed X-EE-Timestamp is held to the tolerance. A
+  // platform that keeps a delivery's body and signs each retry anew sends one that lags the header
+  // by the retry's delay; refused, the retries would all fail. It may date the version (versionTime).
+  timestamp: z.unknown().optional(),
   data: reviewSchema,
 });
 export type ReviewCreatedEvent = z.infer<typeof reviewCreatedEventSchema>;
@@ -100,10 +101,32 @@ function utf8(body: Buffer): string | undefined {
  */
 function canonicalEvent(json: unknown): ReviewCreatedEvent | undefined {
   if (typeof json !== 'object' || json === null) return undefined;
-  const { event, data } = json as { event?: unknown; data?: unknown };
+  const { event, timestamp, data } = json as { event?: unknown; timestamp?: unknown; data?: unknown };
   if (event !== REVIEW_CREATED) return undefined;
   const review = canonicalReview(data);
-  return review === undefined ? undefined : { event, data: review };
+  return review === undefined ? undefined : { event, timestamp, data: review };
+}
+
+/** How far before its signed time a body's own `timestamp` is still taken to date it. */
+const BODY_TIME_WITHIN_SECONDS = 7 * 24 * 3600;
+
+/**
+ * When a delivery's version of its review was current, in Unix seconds: no later than its signed
+ * time nor its arrival (a fast clock must not outrank the feed's next reading), nor than the
+ * body's own `timestamp` (spec 6.2: Unix seconds, as a string) where it says so. A platform that
+ * keeps a delivery's body and signs each retry anew (spec 6.4: after 1, 5 and 30 minutes) sends
+ * the event's version under a later signed time; dated by that, it overwrote what the feed read
+ * in between, and the poll's overlap does not read it again. A body time that is not Unix seconds
+ * (milliseconds, text), later than the signed time, or more than a week before it, is not taken.
+ */
+export function versionTime(signedSeconds: number, arrivedSeconds: number, bodyTimestamp: unknown): number {
+  const latest = Math.min(signedSeconds, arrivedSeconds);
+  const text = typeof bodyTimestamp === 'number' ? String(bodyTimestamp) : bodyTimestamp;
+  if (typeof text !== 'string' || !/^\d{1,11}$/.test(text)) return latest;
+  const body = Number(text);
+  return body <= signedSeconds && body >= signedSeconds - BODY_TIME_WITHIN_SECONDS
+    ? Math.min(body, latest)
+    : latest;
 }
 
 const ignored = (eventType: string): ParseEventResult => ({

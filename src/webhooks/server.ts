@@ -7,7 +7,7 @@ import Fastify, {
 } from 'fastify';
 import type { Logger } from '../log.js';
 import type { Metrics, WebhookRefusalReason } from '../metrics.js';
-import { headerEventType, parseEvent, REVIEW_CREATED } from './event.js';
+import { headerEventType, parseEvent, REVIEW_CREATED, versionTime } from './event.js';
 import { type Inbox, InboxClosedError, InboxTimeoutError } from './inbox.js';
 import { verifyDelivery } from './signature.js';
 
@@ -140,7 +140,9 @@ export function makeWebhookServer(options: WebhookServerOptions): FastifyInstanc
       return reply.code(200).send({ status: 'ignored' });
     }
     if (!parsed.ok) return refuse(reply, 400, parsed.reason, { detail: parsed.detail });
-    const observedAt = new Date(Math.min(verified.timestamp, arrivedSeconds) * 1000);
+    const observedAt = new Date(
+      versionTime(verified.timestamp, arrivedSeconds, parsed.event.timestamp) * 1000,
+    );
     // The signed body says review.created, the unsigned header another type: which one it is
     // cannot be told, so it is neither stored nor acknowledged.
     if (eventHeader !== undefined && eventHeader !== REVIEW_CREATED) {

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { headerEventType, parseEvent, reviewCreatedEventSchema } from '../../src/webhooks/event.js';
+import {
+  headerEventType,
+  parseEvent,
+  reviewCreatedEventSchema,
+  versionTime,
+} from '../../src/webhooks/event.js';
 
 const review = {
   id: '6f1c2a5e-8a7b-4c1d-9e2f-0a1b2c3d4e5f',
@@ -108,5 +113,31 @@ describe('headerEventType', () => {
     // One value other than review.created is what contradicts a review.created body.
     expect(headerEventType('review.created, review.updated')).toBe('review.updated');
     expect(headerEventType(', review.deleted')).toBe('review.deleted');
+  });
+});
+
+describe('versionTime', () => {
+  const signed = 1_800_000_000;
+  it('is the body time when it reads as Unix seconds within a week before the signed time', () => {
+    expect(versionTime(signed, signed, String(signed - 1_860))).toBe(signed - 1_860);
+    expect(versionTime(signed, signed, signed - 60)).toBe(signed - 60);
+    expect(versionTime(signed, signed, String(signed - 7 * 86_400))).toBe(signed - 7 * 86_400);
+  });
+  it('is the signed time, or the arrival when earlier, for any other body time', () => {
+    for (const body of [
+      undefined,
+      null,
+      '',
+      'yesterday',
+      '1.5',
+      String(signed * 1000),
+      String(signed + 1),
+      String(signed - 7 * 86_400 - 1),
+      -5,
+      { t: 1 },
+    ])
+      expect(versionTime(signed, signed + 3, body), String(body)).toBe(signed);
+    expect(versionTime(signed + 240, signed, undefined)).toBe(signed);
+    expect(versionTime(signed + 240, signed, String(signed + 100))).toBe(signed);
   });
 });

@@ -5,6 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import { makeLogger, SecretScrubber } from '../../src/log.js';
 import { makeMetrics } from '../../src/metrics.js';
+import { toReviewRow } from '../../src/mirror/reviewRow.js';
+import { upsertReviews } from '../../src/mirror/reviewsSql.js';
 import { Inbox } from '../../src/webhooks/inbox.js';
 import { makeWebhookServer } from '../../src/webhooks/server.js';
 import { deliveryHeaders, signDelivery } from '../../src/webhooks/signature.js';
@@ -222,18 +224,41 @@ describe('webhook receiver over HTTP', () => {
   });
 
   // A platform may keep a delivery's body and sign each retry anew (spec 6.4 retries after 1, 5
-  // and 30 minutes): the body's own time then lags the header's. Only the signed header is read.
+  // and 30 minutes): the body's own time then lags the header's. Taken, and dated by the body's
+  // time where that reads as Unix seconds at most a week before the signed one.
   it.each([
-    ['a retry signed anew, its body from 31 minutes before', (now: number) => now - 31 * 60],
-    ['a body timestamp in milliseconds', (now: number) => now * 1000],
-  ])('takes %s, dated by X-EE-Timestamp', async (_name, bodyTime) => {
+    ['a retry signed anew, its body from 31 minutes before', (now: number) => now - 31 * 60, -31 * 60],
+    ['a body timestamp in milliseconds', (now: number) => now * 1000, 0],
+    ['a body timestamp after the signed time', (now: number) => now + 60, 0],
+    ['a body timestamp from 8 days before', (now: number) => now - 8 * 86_400, 0],
+  ])('takes %s, dated accordingly', async (_name, bodyTime, offset) => {
     const now = Math.floor(Date.now() / 1000);
     const review = makeReview();
     const d = signedDelivery(SECRET, review, { timestamp: now, eventTimestamp: bodyTime(now) });
     const res = await post(d.headers, d.body);
     expect(await res.json()).toEqual({ status: 'accepted' });
     const row = await db.knex(db.table('reviews')).where({ id: review.id }).first();
-    expect(row.observed_at.getTime()).toBe(now * 1000);
+    expect(row.observed_at.getTime()).toBe((now + offset) * 1000);
+    const inbox = await db.knex(db.table('webhook_inbox')).where({ review_id: review.id }).first();
+    expect(inbox.event_at.getTime()).toBe((now + offset) * 1000);
+  });
+
+  it("never overwrites, with a retry of the event's body, what the feed read after the event", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    // Submitted 36 minutes ago; the first delivery failed, the poll read a later version 9 minutes
+    // after the event, and will not read it again before the reconcile (its overlap is 10 minutes).
+    const eventAt = now - 36 * 60;
+    const asDelivered = makeReview({ comment: 'first version', is_verified: false });
+    const asPolled = { ...asDelivered, comment: 'later version', is_verified: true };
+    await upsertReviews(db.knex, db, [toReviewRow(asPolled, new Date((eventAt + 9 * 60) * 1000))], 'feed');
+    // The platform's last retry: the event's body as it was, signed anew now.
+    const d = signedDelivery(SECRET, asDelivered, { timestamp: now, eventTimestamp: eventAt });
+    expect((await post(d.headers, d.body)).status).toBe(200);
+    const row = await db.knex(db.table('reviews')).where({ id: asDelivered.id }).first();
+    expect({ comment: row.comment, is_verified: row.is_verified }).toEqual({
+      comment: 'later version',
+      is_verified: true,
+    });
   });
 
   it('takes a body without a timestamp, or with one not a number', async () => {
