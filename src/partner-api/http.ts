@@ -525,11 +525,6 @@ const KEY_CHECK_FRESH_MS = 5_000;
 export const NO_ERROR_TEXT = '(no error text)';
 
 /**
- * The platform's `error` field (spec 7: structure not specified), else a short excerpt of the body.
- * Bounded, and storable: it becomes the stored error text of a contact, an event or a run, and a
- * write that fails on it would lose the record of a request that was sent.
- */
-/**
  * The error text of a redirect, which the client never follows: the key goes to REVIEWS_API_URL's
  * host and nowhere else. Where it leads, without its query (which may carry a token), scrubbed.
  */
@@ -540,6 +535,11 @@ function redirectText(location: string | string[] | undefined, scrubber: SecretS
   return `redirected${where}, not followed: the platform's base URL (REVIEWS_API_URL) is redirected; set it to where it leads`;
 }
 
+/**
+ * The platform's `error` field (spec 7: structure not specified), else a short excerpt of the body.
+ * Bounded, and storable: it becomes the stored error text of a contact, an event or a run, and a
+ * write that fails on it would lose the record of a request that was sent.
+ */
 export function platformErrorText(text: string): string {
   return storableText(errorTextOf(text));
 }

@@ -53,7 +53,9 @@ describe('the daemon when its database connections die or freeze', () => {
     await sandbox.control.setFaults({
       partner: { delay: 1, delayMs: 150, routes: ['/api/v1/partner/reviews'] },
     });
-    const { setup, daemon } = await start({ SYNC_REVIEWS_CRON: '* * * * * *' });
+    // A lease whose release a drop cut off is taken back once it expires: 10 s, not the default
+    // 30, or a busy machine's recovery (expiry, then a walk of slow pages) outlasts the test.
+    const { setup, daemon } = await start({ SYNC_REVIEWS_CRON: '* * * * * *', JOB_LEASE_SECONDS: '10' });
     try {
       const db = await openDb({ url: SERVER_URL, schema: setup.schema, poolMax: 1, dataDir: undefined });
       try {
