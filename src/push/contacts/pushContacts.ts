@@ -282,9 +282,9 @@ async function sendStaged(
   let unavailableInARow = 0;
   // Resolved once every staged row is planned (or the push stops), or once a second contact is
   // planned to be sent: whether this push sends one contact alone is then known.
-  let planningDone!: () => void;
+  let knowAloneOrNot!: () => void;
   const aloneOrNot = new Promise<void>((resolve) => {
-    planningDone = resolve;
+    knowAloneOrNot = resolve;
   });
   // Whether the platform took or refused a contact in this push: it is up, whatever it does with
   // one record. Before the first answer, the row log of earlier pushes tells.
@@ -488,7 +488,7 @@ async function sendStaged(
           });
           continue;
         }
-        if (++summary.toSend === 2) planningDone();
+        if (++summary.toSend === 2) knowAloneOrNot();
         if (options.dryRun) handled++;
         // Failures of other content were not this content's; a contact given up and sent again
         // (a full push) begins a streak afresh.
@@ -526,11 +526,11 @@ async function sendStaged(
       // Backpressure: read the next batch only once the queue has room, so memory stays flat.
       await queue.onSizeLessThan(Math.max(options.concurrency * 4, PLAN_BATCH / 2));
     }
-    planningDone();
+    knowAloneOrNot();
     await queue.onIdle();
     if (broken !== undefined) throw broken;
   } finally {
-    planningDone();
+    knowAloneOrNot();
     // On an abort or an error, what was not started stays unsent (and is sent by the next push).
     queue.clear();
     await queue.onIdle();
