@@ -112,13 +112,11 @@ describe('the outbox worker while its prune fails', () => {
       db.knex(db.table('events_outbox')).where({ idempotency_key: key }).first('state');
     for (const key of ['new-1', 'new-2']) {
       await enqueueEvents(db.knex, db, [newEvent(key)]);
-      const wokenAt = Date.now();
       service.wake();
       await waitFor(async () => (await state(key))?.state === 'sent', 10_000);
-      // Well before the backoff would have ended (3 s or more): the wake is what sent it.
-      expect(Date.now() - wokenAt).toBeLessThan(1_000);
     }
-    // One prune, failed and logged as such; the drains after it neither failed nor tried it again.
+    // One prune, failed and logged as such; the drains after it neither failed (no 'outbox worker
+    // failed; retrying', whose backoff a wake does not cut short) nor tried it again.
     expect(lines.map((l) => l.msg)).toEqual([
       'could not prune the events outbox; the events are sent meanwhile',
     ]);
