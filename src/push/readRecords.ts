@@ -214,14 +214,15 @@ export async function* readRecords(
     empty = false;
   });
   try {
-    let headed = true;
-    if (format === 'jsonl') yield* readJsonLines(text, encoding, read);
-    else headed = yield* readCsv(text, encoding, read, options.delimiter, options);
+    const holdsText =
+      format === 'jsonl'
+        ? yield* readJsonLines(text, encoding, read)
+        : yield* readCsv(text, encoding, read, options.delimiter, options);
     // Read as a file with nothing changed, an export that failed would go unnoticed.
     if (empty) throw new RecordFileError(EMPTY_FILE);
     // The same (Excel saves an empty sheet as a byte order mark alone), and with no header, not
     // even the email's column could be checked.
-    if (!headed) throw new RecordFileError(NO_HEADER);
+    if (!holdsText) throw new RecordFileError(format === 'jsonl' ? NO_LINE : NO_HEADER);
   } finally {
     // Not read to its end (a file fault, a consumer that stopped): the file is closed now, not
     // when the stream is collected, and the text is ended with it, so nothing waits on it. (pipe
@@ -234,6 +235,8 @@ export async function* readRecords(
 const EMPTY_FILE = 'empty file (0 bytes, not even a header line): did the export fail?';
 const NO_HEADER =
   'no header line (the file holds only blank lines or a byte order mark): did the export fail?';
+const NO_LINE =
+  'no line of JSON (the file holds only blank lines or a byte order mark): did the export fail?';
 
 /**
  * The most text one record may take, CSV or JSON Lines: past it the file stops being read and
@@ -255,8 +258,10 @@ async function* readJsonLines(
   text: Readable,
   encoding: Encoding,
   read: (column: string) => boolean,
-): AsyncGenerator<ReadItem> {
+): AsyncGenerator<ReadItem, boolean> {
   let line = 0;
+  // Whether a line held anything: a record, or a line refused.
+  let holdsText = false;
   // The text of the line being read, as chunks: joined once its end is found, so each character
   // is looked at once however long the line.
   let pending: string[] = [];
@@ -271,7 +276,10 @@ async function* readJsonLines(
       start = end + 1;
       if (raw.length > MAX_RECORD_TEXT) throw lineTooLong(line + 1);
       const item = jsonLineItem(raw, ++line, encoding, read);
-      if (item !== undefined) yield item;
+      if (item !== undefined) {
+        holdsText = true;
+        yield item;
+      }
     }
     if (start < s.length) {
       pending.push(s.slice(start));
@@ -281,8 +289,12 @@ async function* readJsonLines(
   }
   if (pending.length > 0) {
     const item = jsonLineItem(pending.join(''), ++line, encoding, read);
-    if (item !== undefined) yield item;
+    if (item !== undefined) {
+      holdsText = true;
+      yield item;
+    }
   }
+  return holdsText;
 }
 
 const lineTooLong = (line: number) =>

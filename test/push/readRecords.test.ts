@@ -79,6 +79,21 @@ describe('readRecords: exports as CRMs and Excel write them', () => {
     },
   );
 
+  it.each([
+    ['a byte order mark alone', Buffer.from([0xef, 0xbb, 0xbf])],
+    ['blank lines', Buffer.from('\n \r\n\t\n')],
+  ])('fails a JSON Lines file with no line of JSON (%s) as it fails an empty file', async (_, bytes) => {
+    await expect(read('no-line.jsonl', bytes)).rejects.toThrow(
+      new RecordFileError(
+        'no line of JSON (the file holds only blank lines or a byte order mark): did the export fail?',
+      ),
+    );
+    // One line refused is a file read: its error is the row's.
+    expect(await read('one-bad.jsonl', '\nnot json\n')).toEqual([
+      expect.objectContaining({ error: expect.objectContaining({ line: 2 }) }),
+    ]);
+  });
+
   it('fails with the error of a file it cannot read, instead of waiting for ever', async () => {
     const notAFile = join(dir, 'a-directory.csv');
     await mkdir(notAFile);
