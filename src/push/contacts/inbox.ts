@@ -158,10 +158,6 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
   // At most an hour, as the outbox waits: the header is the platform's text, and a Retry-After of
   // years would hold every contacts export until a restart, and is past what a Date can say.
   let heldOff = { until: 0, status: 0 };
-  const heldOffError = (name: string) =>
-    new RetryableError(
-      `${name} not pushed: the platform asked for no contacts before ${new Date(heldOff.until).toISOString()} (the Retry-After of a ${heldOff.status})`,
-    );
 
   return {
     name: JOB.contactsInbox,
@@ -178,11 +174,17 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
       // contacts route; contacts exports wait, so none is pushed after an older one left behind.
       let contactsStopped: RetryableError | undefined;
       const waitsForContacts = (name: string) => !EVENTS_FILE.test(name) && contactsStopped !== undefined;
+      // Whether `name` is a contacts export the platform's wait holds back: then the run fails
+      // with the wait once the other files are done.
+      const heldBack = (name: string): boolean => {
+        if (EVENTS_FILE.test(name) || Date.now() >= heldOff.until) return false;
+        contactsStopped ??= new RetryableError(
+          `${name} not pushed: the platform asked for no contacts before ${new Date(heldOff.until).toISOString()} (the Retry-After of a ${heldOff.status})`,
+        );
+        return true;
+      };
       const pushTaken = async (name: string, stats: Stats) => {
-        if (!EVENTS_FILE.test(name) && Date.now() < heldOff.until) {
-          contactsStopped ??= heldOffError(name);
-          return;
-        }
+        if (heldBack(name)) return;
         try {
           await pushFile(deps, options, name, stats, {
             counts,
@@ -234,10 +236,7 @@ export function contactsInboxJob(deps: PushContactsDeps, options: InboxOptions):
         signal?.throwIfAborted();
         if (waitsForContacts(entry.name)) continue;
         // Left in the inbox while held, rather than taken only to wait in processing/.
-        if (!EVENTS_FILE.test(entry.name) && Date.now() < heldOff.until) {
-          contactsStopped ??= heldOffError(entry.name);
-          continue;
-        }
+        if (heldBack(entry.name)) continue;
         const taken = await take(entry, counts);
         if (taken !== undefined) await pushTaken(entry.name, taken);
       }
