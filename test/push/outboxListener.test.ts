@@ -153,3 +153,54 @@ describe('the outbox LISTEN session, checked', () => {
     expect(await gauge()).toBe(0);
   });
 });
+
+/**
+ * A server that completes the startup handshake (trust) and then answers no query, and ignores the
+ * client's goodbye: a pooler or proxy stalled for good after accepting the session.
+ */
+async function stalledAfterStartup(): Promise<{
+  url: string;
+  sessions: () => number;
+  close: () => Promise<void>;
+}> {
+  const sockets: Socket[] = [];
+  const server = createServer({ allowHalfOpen: true }, (socket) => {
+    sockets.push(socket);
+    let started = false;
+    socket.on('data', () => {
+      if (started) return;
+      started = true;
+      // AuthenticationOk, then ReadyForQuery (idle).
+      socket.write(Buffer.from([0x52, 0, 0, 0, 8, 0, 0, 0, 0, 0x5a, 0, 0, 0, 5, 0x49]));
+    });
+    socket.on('error', () => {});
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/test`,
+    sessions: () => sockets.length,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe('the outbox LISTEN session, stalled', () => {
+  it('gives up a LISTEN that is never answered, says so, and connects again', {
+    timeout: 40_000,
+  }, async () => {
+    const stalled = await stalledAfterStartup();
+    const { log, lines } = logLines();
+    const listener = new OutboxListener(stalled.url, 'listen_stalled', () => {}, log, new SecretScrubber());
+    try {
+      await waitFor(() => stalled.sessions() >= 2, 30_000, 50);
+      const failed = lines.find((l) => l.msg === 'outbox LISTEN session failed');
+      expect(JSON.stringify(failed?.err)).toMatch(/timeout/i);
+    } finally {
+      expect(await timed(listener.close())).toBeLessThan(2_500);
+      await stalled.close();
+    }
+  });
+});

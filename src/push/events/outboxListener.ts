@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { valueWithin } from '../../boundedWait.js';
 import { KEEPALIVE_DELAY_MS } from '../../db/connect.js';
 import { describeError } from '../../errors.js';
 import type { Logger, SecretScrubber } from '../../log.js';
@@ -22,6 +23,11 @@ const PROBE_TIMEOUT_MS = 5_000;
  * configuration changes, and each try leaves a pooled server connection listening.
  */
 const DEAF_RETRY_MS = 5 * 60_000;
+/**
+ * Longest the session's LISTEN, or the check's NOTIFY, may go unanswered. A proxy or pooler that
+ * accepted the session and then stalls would otherwise hold the loop for good, reconnecting never.
+ */
+const QUERY_TIMEOUT_MS = 10_000;
 
 const DEAF_WARNING =
   'outbox LISTEN receives no notifications through its connection (DATABASE_LISTEN_URL, else DATABASE_URL): a transaction pooler such as PgBouncer cannot hold a LISTEN. New events wait for the poll (EVENTS_POLL_SECONDS) instead of being sent at once; point DATABASE_LISTEN_URL at PostgreSQL itself or a session-mode pool';
@@ -63,6 +69,7 @@ export class OutboxListener {
       connectionString: this.url,
       application_name: applicationName,
       connectionTimeoutMillis: 10_000,
+      query_timeout: QUERY_TIMEOUT_MS,
       // Without a delay pg leaves the system's (two hours): a session a NAT dropped would be
       // noticed that late, and until then only the poll would wake the outbox.
       keepAlive: true,
@@ -183,12 +190,11 @@ export class OutboxListener {
   /** Stops listening; waits for the session to end, at most CLOSE_TIMEOUT_MS (then leaves it). */
   async close(): Promise<void> {
     this.#stop.abort();
-    const timeout = new AbortController();
-    const ended = await Promise.race([
+    const ended = await valueWithin(
       this.#done.then(() => true),
-      sleep(CLOSE_TIMEOUT_MS, false, { signal: timeout.signal }).catch(() => false),
-    ]);
-    timeout.abort();
+      CLOSE_TIMEOUT_MS,
+      false,
+    );
     if (!ended)
       this.log.warn({ timeoutMs: CLOSE_TIMEOUT_MS }, 'outbox LISTEN session not closed in time; left behind');
   }
