@@ -3,7 +3,14 @@ import { describeError, FatalError } from '../errors.js';
 import type { Logger, SecretScrubber } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { JobName } from './jobNames.js';
-import { CLI_LEASE_WAIT_MS, type Fence, JobLease, type LeaseSettings, NO_FENCE } from './lease.js';
+import {
+  CLI_LEASE_WAIT_MS,
+  type Fence,
+  JobLease,
+  LeaseLostError,
+  type LeaseSettings,
+  NO_FENCE,
+} from './lease.js';
 import { REPLICA_ID } from './replicaIdentity.js';
 import type { RunCounts } from './runCounts.js';
 import { type ErrorKind, finishRun, pruneRuns, startRun } from './syncRunsSql.js';
@@ -104,8 +111,10 @@ export async function runJob(
   // Each run of a job prunes the job's expired runs after recording its own end: what expired
   // since its last run, so the log stays as long as its retention whatever the schedule. A prune
   // that fails is retried by the next run; the run's outcome stands.
-  const finish = async (runId: number, outcome: Parameters<typeof finishRun>[3]) => {
-    if (!(await finishRun(db.knex, db, runId, outcome))) {
+  // Resolves whether the run's end was recorded (false: another replica marked it interrupted).
+  const finish = async (runId: number, outcome: Parameters<typeof finishRun>[3]): Promise<boolean> => {
+    const recorded = await finishRun(db.knex, db, runId, outcome);
+    if (!recorded) {
       log.warn(
         { job: name, runId },
         'run ended after another replica took the job over; it stays interrupted',
@@ -114,6 +123,7 @@ export async function runJob(
     await pruneRuns(db.knex, db, name, deps.runRetentionDays ?? DEFAULT_RUN_RETENTION_DAYS).catch(
       (error: unknown) => log.warn({ job: name, err: error }, 'could not prune old runs of the job'),
     );
+    return recorded;
   };
   const execute = async (lease: JobLease | undefined): Promise<JobRun> => {
     const runId =
@@ -124,13 +134,25 @@ export async function runJob(
     const endTimer = metrics?.jobDuration.startTimer({ sync_job: name });
     metrics?.jobRunning.set({ sync_job: name }, 1);
     log.info({ job: name }, 'sync job started');
+    // Once the success was written (or tried), the run is not recorded again as failed.
+    let recorded = false;
     try {
       await job.run(counts, lease?.signal ?? options.signal, { runId, fence: lease?.fence ?? NO_FENCE });
+      // A success that cannot be recorded is a failure like any other (counted, or the alert on
+      // failing runs misses it); one that another replica's takeover marked interrupted is not a
+      // success either, whatever the body did: counted as a success, it set the job's last success
+      // on this replica while sync_runs and the other replicas said otherwise.
+      if (runId !== undefined) {
+        recorded = true;
+        if (!(await finish(runId, { ok: true, counts }))) {
+          throw new LeaseLostError(`run of job ${name} ended after another replica took the job over`);
+        }
+      }
     } catch (error) {
       const kind = errorKindOf(error);
       const text = deps.scrubber?.scrub(describeError(error)) ?? describeError(error);
       metrics?.jobRuns.inc({ sync_job: name, outcome: `${kind}_failure` satisfies JobOutcome });
-      if (runId !== undefined) {
+      if (runId !== undefined && !recorded) {
         await finish(runId, { ok: false, kind, error: text, counts }).catch((e: unknown) =>
           log.error({ job: name, err: e }, 'could not record the failed run'),
         );
@@ -140,7 +162,6 @@ export async function runJob(
       metrics?.jobRunning.set({ sync_job: name }, 0);
       endTimer?.();
     }
-    if (runId !== undefined) await finish(runId, { ok: true, counts });
     metrics?.jobRuns.inc({ sync_job: name, outcome: 'success' satisfies JobOutcome });
     metrics?.jobLastSuccess.set({ sync_job: name }, Date.now() / 1000);
     log.info({ job: name, counts, ms: Date.now() - startedAt }, 'sync job finished');

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type Db, openDb } from '../../src/db/connect.js';
 import { RetryableError } from '../../src/errors.js';
-import { JobLease } from '../../src/jobs/lease.js';
+import { JobLease, LeaseLostError } from '../../src/jobs/lease.js';
 import { runJob } from '../../src/jobs/runner.js';
 import { Scheduler } from '../../src/jobs/scheduler.js';
 import { SecretScrubber } from '../../src/log.js';
@@ -227,11 +227,12 @@ describe('the job runner and scheduler', () => {
     }
   });
 
-  it('leaves a run that ended after another replica took the job over marked interrupted, not success', async () => {
+  it('leaves a run that ended after another replica took the job over marked interrupted, and counts it a failure', async () => {
+    const metrics = makeMetrics();
     const body = gate();
     const started = gate();
     const run = runJob(
-      { db, log: quietLog, lease: { holder: 'replica-a', seconds: 30 } },
+      { db, log: quietLog, metrics, lease: { holder: 'replica-a', seconds: 30 } },
       {
         name: 'locations',
         run: async () => {
@@ -253,7 +254,13 @@ describe('the job runner and scheduler', () => {
       { wait: false },
     );
     body.open();
-    await run;
+    // Not a success, whatever its body did: its record says interrupted. Counted as one, it set the
+    // job's last success on this replica while sync_runs and the other replicas said otherwise.
+    await expect(run).rejects.toThrow(LeaseLostError);
+    const text = await metrics.registry.metrics();
+    expect(text).toContain(`${runsLine('locations', 'success')} 0`);
+    expect(text).toContain(`${runsLine('locations', 'retryable_failure')} 1`);
+    expect(text).not.toContain(lastSuccessLine('locations'));
     const runs = await db
       .knex(db.table('sync_runs'))
       .where({ job: 'locations' })
@@ -263,6 +270,35 @@ describe('the job runner and scheduler', () => {
       { replica: 'replica-a', outcome: 'interrupted' },
       { replica: 'replica-b', outcome: 'success' },
     ]);
+  });
+
+  it('counts a run whose end could not be recorded (the database went away) as a failure', async () => {
+    const broken = await freshDb();
+    try {
+      const metrics = makeMetrics();
+      await expect(
+        runJob(
+          { db: broken, log: quietLog, metrics },
+          {
+            name: 'locations',
+            // After the body's work, the run's end cannot be written: counted as nothing, the
+            // alerts on failing runs never saw it.
+            run: async () => {
+              await broken.knex.raw('alter table ?? rename to ??', [
+                broken.table('sync_runs'),
+                'sync_runs_gone',
+              ]);
+            },
+          },
+          { wait: false },
+        ),
+      ).rejects.toThrow(/sync_runs/);
+      const text = await metrics.registry.metrics();
+      expect(text).toContain(`${runsLine('locations', 'success')} 0`);
+      expect(text).toContain(`${runsLine('locations', 'retryable_failure')} 1`);
+    } finally {
+      await broken.close();
+    }
   });
 
   it("prunes a job's runs past their retention after each run, but never its last successful one", async () => {
