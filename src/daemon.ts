@@ -55,9 +55,10 @@ const GAUGES_FIRST_READ_BOUND_MS = 5_000;
 const UNREACHABLE_RETRY_MAX_MS = 30_000;
 
 /**
- * A failure to reach the server at all (refused, unresolved, cut while connecting, starting up):
- * a database restarting as the daemon starts, which start-up waits out. Anything else (a password
- * refused, a migration failing) ends it, as a mistake waiting cannot fix.
+ * A failure to reach the server at all (refused, unresolved, cut while connecting, starting up,
+ * no connection slot free): a database restarting as the daemon starts, or full while a rolling
+ * deploy doubles the replicas, which start-up waits out. Anything else (a password refused, a
+ * migration failing) ends it, as a mistake waiting cannot fix.
  */
 function isUnreachable(error: unknown): boolean {
   const { code, name, message } = error as { code?: unknown; name?: unknown; message?: unknown };
@@ -65,10 +66,14 @@ function isUnreachable(error: unknown): boolean {
     ['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ETIMEDOUT'].includes(
       String(code),
     ) ||
-    // the database system is starting up, or shutting down; connection failures
-    ['57P03', '57P01', '08001', '08006'].includes(String(code)) ||
+    // the database system is starting up, or shutting down; connection failures; too many
+    // connections (max_connections, or the role's connection limit, reached)
+    ['57P03', '57P01', '08001', '08006', '53300'].includes(String(code)) ||
     name === 'KnexTimeoutError' ||
-    /^Connection terminated (unexpectedly|due to connection timeout)/.test(String(message))
+    /^Connection terminated (unexpectedly|due to connection timeout)/.test(String(message)) ||
+    // pg's connect timeout on the client knex opens (a server that accepts and never answers: a
+    // PgBouncer whose server is down, a firewall that drops): a server not reached, like a refusal
+    (name === 'Error' && message === 'timeout expired')
   );
 }
 

@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { type AddressInfo, createServer } from 'node:net';
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { valueWithin } from '../../src/boundedWait.js';
@@ -181,6 +181,55 @@ describe('`run` told to stop during start-up', () => {
       await proxy.close();
     }
   }, 90_000);
+
+  /**
+   * Two ways a database is not usable yet that start-up must wait out as it does a refusal, where
+   * it exited 1 (a crash loop): a server that accepts the connection and never answers (PgBouncer
+   * in front of a PostgreSQL that is down, a firewall that drops), whose connect times out after
+   * 10 s; and a server with no connection slot free (53300: max_connections reached while a
+   * rolling deploy doubles the replicas, or the role's connection limit).
+   */
+  it('waits for a database whose connections time out, and for one with no connection slot free', async () => {
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => {});
+    });
+    silent.listen(0, '127.0.0.1');
+    await once(silent, 'listening');
+    const role = `rm_full_${process.pid}`;
+    const admin = new pg.Client({ connectionString: POSTGRES_URL });
+    await admin.connect();
+    await admin.query(`create role ${role} login connection limit 0`);
+    const full = new URL(POSTGRES_URL);
+    full.username = role;
+    const daemons: CliProcess[] = [];
+    try {
+      for (const url of [
+        `postgres://postgres@127.0.0.1:${(silent.address() as AddressInfo).port}/test`,
+        full.href,
+      ]) {
+        const setup = await daemonSetup(
+          { url: `http://127.0.0.1:${await freePort()}`, apiKey: 'sk_test_startup' },
+          { DATABASE_URL: url, LOG_LEVEL: 'info' },
+        );
+        schemas.push(setup.schema);
+        daemons.push(new CliProcess(['run'], setup.env));
+      }
+      for (const daemon of daemons) {
+        await waitFor(() => daemon.stdout.includes('database unreachable; start-up waits for it'), 30_000);
+        expect(daemon.child.exitCode, daemon.stdout).toBeNull();
+        daemon.kill('SIGTERM');
+        expect((await daemon.exited).code).toBe(0);
+      }
+    } finally {
+      for (const daemon of daemons) daemon.kill('SIGKILL');
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+      await admin.query(`drop role if exists ${role}`);
+      await admin.end();
+    }
+  }, 60_000);
 
   it('ends at once on SIGTERM while it waits for a database that is down, closing the admin server', async () => {
     const proxy = await startTcpProxy();
