@@ -4,6 +4,7 @@ import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
+import { untilAborted } from '../boundedWait.js';
 import { type Context, makeContext } from '../context.js';
 import { type RunningDaemon, startDaemon } from '../daemon.js';
 import { isLockFile, lockDataDir } from '../db/dataDirLock.js';
@@ -81,6 +82,7 @@ async function runDemo(options: DemoOptions): Promise<void> {
     });
     const started = Date.now();
     daemon = await startDaemon(ctx);
+    const running = daemon;
     const { db, webhooks, adminUrl } = daemon;
     out('review-mirror demo');
     out(`  sandbox platform  ${sandbox.url}  (${options.reviews} seeded reviews, API key ${sandbox.apiKey})`);
@@ -89,53 +91,59 @@ async function runDemo(options: DemoOptions): Promise<void> {
     out(`  health, metrics   ${adminUrl}/healthz  ${adminUrl}/metrics`);
     out();
 
-    const firstSync = await waitFor('the first review sync', () =>
-      readLastFinishedRun(db.knex, db, JOB.reviews),
-    );
-    const mirrored = (await countReviews(db.knex, db)).total;
-    out(
-      `1. first sync (${firstSync.outcome}): ${mirrored} reviews mirrored by polling the feed, ` +
-        `${((Date.now() - started) / 1000).toFixed(1)} s after start-up`,
-    );
-
-    await registerDemoWebhook(ctx, daemon);
-    const control = new SandboxControl(sandbox.url);
-    const latencies: string[] = [];
-    for (let i = 1; i <= options.live; i++) {
-      const submittedAt = Date.now();
-      const [review] = await control.submitReviews(sandbox.companyId, [
-        { rating: 4.5, comment: `Live review ${i}: "quick and kind" ✨`, reviewer_name: 'Zoë Demo' },
-      ]);
-      await waitFor(`live review ${i}`, async () =>
-        (await hasReview(db.knex, db, review!.id)) ? true : undefined,
+    // Each step may wait a minute or more on a platform that does not answer: a signal ends them
+    // at once (the daemon is stopped under the step left behind), not after them.
+    const steps = (async () => {
+      const firstSync = await waitFor('the first review sync', () =>
+        readLastFinishedRun(db.knex, db, JOB.reviews),
       );
-      latencies.push(`${Date.now() - submittedAt} ms`);
-    }
-    if (options.live > 0) {
+      const mirrored = (await countReviews(db.knex, db)).total;
       out(
-        `2. ${options.live} live reviews submitted on the platform; each landed by webhook in: ${latencies.join(', ')}`,
+        `1. first sync (${firstSync.outcome}): ${mirrored} reviews mirrored by polling the feed, ` +
+          `${((Date.now() - started) / 1000).toFixed(1)} s after start-up`,
       );
-    }
-    out();
-    out(formatStatus(await readStatus(db)));
-    out();
-    out('Ratings in the mirror (select rating, count(*) from review_mirror.reviews group by rating):');
-    for (const row of await countRatings(db.knex, db)) out(`  ${row.rating.padStart(4)}  ${row.count}`);
 
-    out();
-    out('Look around:');
-    out(
-      `  SQL               DATA_DIR=${dataDir} npx review-mirror sql   (psql on this mirror, once the demo has stopped; ${shipped('docs/querying.md')})`,
-    );
-    out(
-      `  dashboards        ${shipped('config/grafana/review-mirror.json')} (Prometheus, scraping /metrics above)`,
-    );
-    out(
-      `                    ${shipped('config/grafana/review-mirror-reviews.json')} (PostgreSQL, the mirror itself)`,
-    );
-    out(
-      `  alert rules       ${shipped('config/prometheus/alerts.yml')} (runbook: ${shipped('docs/alerts.md')})`,
-    );
+      await registerDemoWebhook(ctx, running);
+      const control = new SandboxControl(sandbox.url);
+      const latencies: string[] = [];
+      for (let i = 1; i <= options.live; i++) {
+        const submittedAt = Date.now();
+        const [review] = await control.submitReviews(sandbox.companyId, [
+          { rating: 4.5, comment: `Live review ${i}: "quick and kind" ✨`, reviewer_name: 'Zoë Demo' },
+        ]);
+        await waitFor(`live review ${i}`, async () =>
+          (await hasReview(db.knex, db, review!.id)) ? true : undefined,
+        );
+        latencies.push(`${Date.now() - submittedAt} ms`);
+      }
+      if (options.live > 0) {
+        out(
+          `2. ${options.live} live reviews submitted on the platform; each landed by webhook in: ${latencies.join(', ')}`,
+        );
+      }
+      out();
+      out(formatStatus(await readStatus(db)));
+      out();
+      out('Ratings in the mirror (select rating, count(*) from review_mirror.reviews group by rating):');
+      for (const row of await countRatings(db.knex, db)) out(`  ${row.rating.padStart(4)}  ${row.count}`);
+
+      out();
+      out('Look around:');
+      out(
+        `  SQL               DATA_DIR=${dataDir} npx review-mirror sql   (psql on this mirror, once the demo has stopped; ${shipped('docs/querying.md')})`,
+      );
+      out(
+        `  dashboards        ${shipped('config/grafana/review-mirror.json')} (Prometheus, scraping /metrics above)`,
+      );
+      out(
+        `                    ${shipped('config/grafana/review-mirror-reviews.json')} (PostgreSQL, the mirror itself)`,
+      );
+      out(
+        `  alert rules       ${shipped('config/prometheus/alerts.yml')} (runbook: ${shipped('docs/alerts.md')})`,
+      );
+    })();
+    steps.catch(() => {});
+    await untilAborted(steps, shutdown?.signal);
     if (shutdown !== undefined) {
       out();
       out(

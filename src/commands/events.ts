@@ -180,6 +180,8 @@ async function flush(ctx: Context): Promise<void> {
     process.stdout.write(
       `events: sent=${counts.sent} retried=${counts.retried} failed=${counts.failed} parked=${counts.parked} possible_duplicates=${counts.possibleDuplicates} backlog=${stats.backlog}\n`,
     );
+    // A drain stopped by a signal leaves what was due unsent: not the success of one that ended.
+    if (shutdown.signal.aborted) throw shutdown.signal.reason;
     if (counts.failed + counts.parked > 0) process.exitCode = 1;
   } finally {
     shutdown.dispose();

@@ -1,17 +1,41 @@
 import { Command, InvalidArgumentError } from 'commander';
+import { RETRY_DELAYS_MS } from '../sandbox/deliveries.js';
 import { startSandbox } from '../sandbox/server.js';
 import { listenForShutdown } from '../shutdownSignal.js';
 
-const integer = (min: number) => (raw: string) => {
+/** The longest wait a Node timer holds: past it, it fires after 1 ms. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+const integer =
+  (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  (raw: string) => {
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(`must be an integer from ${min} to ${max}`);
+    }
+    return n;
+  };
+
+/** A time scale whose longest retry wait a timer still holds. */
+const timeScale = (raw: string) => {
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`must be an integer >= ${min}`);
+  const max = MAX_TIMER_MS / Math.max(...RETRY_DELAYS_MS);
+  if (!Number.isFinite(n) || n <= 0 || n > max) {
+    throw new InvalidArgumentError(`must be a number > 0, at most ${Math.floor(max)}`);
+  }
   return n;
 };
 
-const positiveNumber = (raw: string) => {
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('must be a number > 0');
-  return n;
+/**
+ * A key a request can present: an empty header reads as no key, a header value loses its
+ * surrounding spaces, and a control character cannot be sent at all.
+ */
+const apiKey = (raw: string) => {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+  if (raw === '' || raw.trim() !== raw || /[\x00-\x1f\x7f]/.test(raw)) {
+    throw new InvalidArgumentError('must be non-empty, without surrounding spaces or control characters');
+  }
+  return raw;
 };
 
 interface SandboxFlags {
@@ -34,16 +58,16 @@ export function sandboxCommand(): Command {
     .option('--host <host>', 'interface to listen on', '127.0.0.1')
     .option('--seed-reviews <n>', 'reviews seeded into the first company', integer(0), 0)
     .option('--seed <s>', 'seed of the seeded reviews and fault draws', integer(0), 1)
-    .option('--api-key <key>', "the first company's API key (random when omitted)")
+    .option('--api-key <key>', "the first company's API key (random when omitted)", apiKey)
     .option(
       '--time-scale <f>',
       'multiplies webhook retry waits (0.001: 1 minute becomes 60 ms)',
-      positiveNumber,
+      timeScale,
       1,
     )
     .option('--allow-http-webhooks', 'accept http://127.0.0.1 and http://localhost webhook URLs')
     .option('--survey-delay-ms <ms>', 'delay before default_survey_url is set', integer(0), 3000)
-    .option('--delivery-timeout-ms <ms>', 'webhook delivery timeout', integer(1), 10_000)
+    .option('--delivery-timeout-ms <ms>', 'webhook delivery timeout', integer(1, MAX_TIMER_MS), 10_000)
     .action(async (flags: SandboxFlags) => {
       const started = Date.now();
       // Listening before the banner: whoever reads it may signal at once.

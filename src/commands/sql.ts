@@ -20,10 +20,13 @@ interface PsqlLaunch {
 export function splitPassword(url: string): { url: string; password: string | undefined } {
   let password: string | undefined;
   let rest = url;
-  const match = /^(postgres(?:ql)?:\/\/[^:@/?#]*):([^@/?#]*)@/.exec(url);
+  // As pg reads it (WHATWG URL): the credentials end at the last `@` before the path, and the user
+  // name at the first `:`, so a raw `@` in either is theirs. libpq splits at the first `@`: the
+  // user name's is escaped for it.
+  const match = /^(postgres(?:ql)?:\/\/)([^:/?#]*):([^/?#]*)@/.exec(url);
   if (match !== null) {
-    rest = `${match[1]}@${url.slice(match[0].length)}`;
-    password = safeDecode(match[2]!);
+    rest = `${match[1]}${match[2]!.replaceAll('@', '%40')}@${url.slice(match[0].length)}`;
+    password = safeDecode(match[3]!);
   }
   const query = rest.indexOf('?');
   if (query < 0) return { url: rest, password };

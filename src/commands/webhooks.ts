@@ -3,6 +3,7 @@ import { type Context, commandAction, withDb } from '../context.js';
 import type { Db } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { storableText } from '../db/storableText.js';
+import { describeError } from '../errors.js';
 import { makePartnerApi, type PartnerApi, partnerApiOptions } from '../partner-api/client.js';
 import { ApiRequestError } from '../partner-api/errors.js';
 import { type ListedWebhook, splitListed, type WebhookWithInexactId } from '../partner-api/webhooksSchema.js';
@@ -19,13 +20,27 @@ import {
 } from '../webhooks/webhooksSql.js';
 import { timeOption } from './timeOption.js';
 
-/** Opens the API and the (migrated) database for one webhook command. */
-async function withApiAndDb<T>(ctx: Context, fn: (api: PartnerApi, db: Db) => Promise<T>): Promise<T> {
+/**
+ * Opens the API and the (migrated) database for one webhook command, the stored secrets known to
+ * the scrubber first. A failure's text may quote the platform, which may echo any of them, and
+ * src/cli.ts prints it scrubbed of the configured secrets only: it is scrubbed of these here.
+ */
+async function withApiAndDb<T>(
+  ctx: Context,
+  fn: (api: PartnerApi, db: Db, secrets: SigningSecrets) => Promise<T>,
+): Promise<T> {
   const api = makePartnerApi(partnerApiOptions(ctx.config, ctx.log));
   try {
     return await withDb(ctx, async (db) => {
       await migrate(db);
-      return fn(api, db);
+      const secrets = await knownSecrets(ctx, db);
+      try {
+        return await fn(api, db, secrets);
+      } catch (error) {
+        const text = describeError(error);
+        const scrubbed = secrets.scrub(text);
+        throw scrubbed === text ? error : new Error(scrubbed);
+      }
     });
   } finally {
     await api.close();
@@ -101,8 +116,7 @@ export function webhooksCommand(): Command {
     .option('--description <text>', 'label shown by the platform')
     .action(
       commandAction(async (ctx, opts: { url: string; description?: string }) => {
-        await withApiAndDb(ctx, async (api, db) => {
-          const secrets = await knownSecrets(ctx, db);
+        await withApiAndDb(ctx, async (api, db, secrets) => {
           const webhook = await registerWebhook(
             { webhooks: secrets.scrubbingRegistrations(api.webhooks) },
             db,
@@ -123,9 +137,9 @@ export function webhooksCommand(): Command {
     .option('--json', 'print JSON instead of a table')
     .action(
       commandAction(async (ctx, opts: { json?: boolean }) => {
-        await withApiAndDb(ctx, async (api, db) => {
+        await withApiAndDb(ctx, async (api, db, secrets) => {
           const answered = await api.webhooks.list();
-          const listed = (await knownSecrets(ctx, db)).scrubListed(answered);
+          const listed = secrets.scrubListed(answered);
           const { named, inexact } = splitListed(listed);
           await recordListedWebhooks(db.knex, db, named);
           const withSecret = await listWebhookIdsWithSecret(db.knex, db);
