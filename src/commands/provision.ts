@@ -32,7 +32,7 @@ export function provisionCommand(): Command {
       commandAction(async (ctx, file: string, opts: { dryRun?: boolean; wait: boolean; report?: string }) => {
         requireApi(ctx.config);
         // A file that cannot be read or is not shaped right stops here, before any request.
-        const plan = parseProvisionFile(await readFile(file, 'utf8'));
+        const plan = parseProvisionFile(utf8Text(await readFile(file)));
         const apiOptions = partnerApiOptions(ctx.config, ctx.log);
         const api = makePartnerApi(apiOptions);
         const shutdown = listenForShutdown();
@@ -79,6 +79,21 @@ export function provisionCommand(): Command {
         if (results.some((r) => r.outcome === 'failed')) process.exitCode = 1;
       }),
     );
+}
+
+/**
+ * The file as UTF-8 text. Read leniently, a file saved in a Windows code page or in UTF-16 would
+ * create its names on the platform, on public pages and in invites, with U+FFFD in place of
+ * every accented letter.
+ */
+function utf8Text(bytes: Buffer): string {
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    const lenient = bytes.toString('utf8');
+    const line = lenient.slice(0, lenient.indexOf('\ufffd')).split('\n').length;
+    throw new Error(`the file is not UTF-8 text (line ${line}): save it as UTF-8`);
+  }
 }
 
 /**

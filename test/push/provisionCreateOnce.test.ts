@@ -28,10 +28,10 @@ function scripted(failures: Error[], found: Array<string | undefined | Error>, d
 
 /** When a create is sent again, and when its record is looked for instead (decisions only). */
 describe('createOnce', () => {
-  it('sends again, without looking, a create that never left (no connection)', async () => {
+  it('fails, without looking or sending it again, a create that never left (the transport retried it)', async () => {
     const { calls, run } = scripted([notSent()], [], false);
-    expect(await run()).toEqual({ record: 'made', created: true });
-    expect(calls).toEqual({ creates: 2, finds: 0 });
+    expect(await run()).toEqual({ error: 'not created: POST /x could not connect' });
+    expect(calls).toEqual({ creates: 1, finds: 0 });
   });
 
   it('does not send again a location create whose answer was lost, found nowhere', async () => {

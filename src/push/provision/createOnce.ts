@@ -11,8 +11,8 @@ export type CreateOutcome<T> =
 export interface CreateOnceOptions {
   /**
    * The platform client's retry policy (`API_MAX_RETRIES`, `API_RETRY_BUDGET_SECONDS`, its
-   * backoff): the transport never re-sends a POST, so the creates are retried here, under the
-   * same bounds as every other request.
+   * backoff): the transport re-sends a POST only when it surely was not acted on (a 429, no
+   * connection), so a create sent again after a lost answer is retried here, under the same bounds.
    */
   readonly retry: RetryPolicy;
   readonly signal?: AbortSignal | undefined;
@@ -72,7 +72,8 @@ export interface LandedLookup<T> {
  * one created. One found nowhere is sent again only when the platform would refuse a duplicate,
  * after the client's backoff and within its retry count and time budget; a refusal that follows a
  * lost answer is looked up once more, since it may be our own earlier request. A create that
- * surely never reached the platform (no connection, 429) is simply retried.
+ * surely never reached the platform (no connection, 429) has been retried by the transport: it
+ * fails as it is.
  */
 export async function createOnce<T>(
   create: () => Promise<T>,
@@ -91,6 +92,10 @@ export async function createOnce<T>(
       if (error instanceof ApiAuthError) throw refusedAfter(lost, error);
       if (error instanceof ApiRequestError) return refusal(error, lost, lookup, options.signal);
       failure = error;
+      // The transport has already sent it again within the retry bounds: once more each here
+      // would square them, against a platform asking for less (a 429).
+      if (!mayHaveLanded(error) && lost === undefined)
+        return { error: `not created: ${describeError(error)}` };
       if (mayHaveLanded(error)) lost = error;
     }
     if (lost !== undefined) {

@@ -153,8 +153,15 @@ export async function provision(
     const failed = failedLocations.get(slug);
     if (failed !== undefined) return { error: `its location ${slug} was not created (${failed})` };
     const onPlatform = await readIfExists(() => api.locations.get(slug, signal));
-    if (onPlatform === undefined)
-      return { error: `location ${slug} is neither in the file nor on the platform` };
+    if (onPlatform === undefined) {
+      const setAside = plan.setAsideLocations.get(slug);
+      return {
+        error:
+          setAside === undefined
+            ? `location ${slug} is neither in the file nor on the platform`
+            : `its location ${slug} was not created (${setAside} is invalid)`,
+      };
+    }
     locationIds.set(slug, onPlatform.id);
     return { id: onPlatform.id };
   };
@@ -299,25 +306,35 @@ async function waitForSurveyUrls(
   signal: AbortSignal | undefined,
 ): Promise<void> {
   const deadline = Date.now() + options.waitMs;
+  // A re-read that hangs and is retried would hold the run for the client's whole retry budget: the
+  // reads end with the wait, and one poll's grace for the round begun at its deadline.
+  const readsEnd = AbortSignal.timeout(options.waitMs + SURVEY_POLL_MAX_MS);
+  const readSignal = signal === undefined ? readsEnd : AbortSignal.any([signal, readsEnd]);
   let delayMs = SURVEY_POLL_FIRST_MS;
   for (;;) {
     const pending = [...found].filter(([result]) => result.survey_url === null);
     if (pending.length === 0) return;
-    if (Date.now() + delayMs > deadline) {
+    const leftMs = deadline - Date.now();
+    if (leftMs <= 0) {
       for (const [result] of pending) {
         result.error = `its survey URL was not ready after ${Math.round(options.waitMs / 1000)} s: run again to print it`;
       }
       deps.log.warn({ pending: pending.length }, 'survey URLs not ready in time');
       return;
     }
-    await sleep(delayMs, undefined, { signal });
+    // The last round reads at the deadline: giving up a back-off step before it would report as
+    // not ready, after the whole wait, a URL that came within it.
+    await sleep(Math.min(delayMs, leftMs), undefined, { signal });
     delayMs = Math.min(SURVEY_POLL_MAX_MS, delayMs * 1.5);
     await mapBounded(pending, options.concurrency, async ([result, item]) => {
       try {
         const fresh: Found =
           item.kind === 'location'
-            ? { kind: 'location', record: await deps.api.locations.get(item.record.slug, signal) }
-            : { kind: 'professional', record: await deps.api.professionals.get(item.record.slug, signal) };
+            ? { kind: 'location', record: await deps.api.locations.get(item.record.slug, readSignal) }
+            : {
+                kind: 'professional',
+                record: await deps.api.professionals.get(item.record.slug, readSignal),
+              };
         found.set(result, fresh);
         result.survey_url = fresh.record.default_survey_url;
       } catch (error) {

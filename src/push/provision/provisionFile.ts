@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { parse as parseYaml } from 'yaml';
+import { type Document, isMap, isScalar, isSeq, parseDocument } from 'yaml';
 import { z } from 'zod';
 import { slugCheck } from '../../partner-api/indexedText.js';
 import type { NewLocation } from '../../partner-api/locations.js';
@@ -46,6 +46,8 @@ export interface ProvisionPlan {
   readonly locations: LocationSpec[];
   readonly professionals: ProfessionalSpec[];
   readonly invalid: InvalidRecord[];
+  /** The slugs of the locations set aside (given, or derived from the name), with their labels. */
+  readonly setAsideLocations: ReadonlyMap<string, string>;
 }
 
 const text = z.string({ error: 'must be a string' }).trim();
@@ -132,12 +134,7 @@ const labelOf = (
  * and the others go on.
  */
 export function parseProvisionFile(source: string): ProvisionPlan {
-  let document: unknown;
-  try {
-    document = parseYaml(source);
-  } catch (error) {
-    throw new Error(`the file is neither YAML nor JSON: ${(error as Error).message.split('\n')[0]}`);
-  }
+  const { document, repeated } = readDocument(source);
   const file = fileSchema.safeParse(document ?? {});
   if (!file.success)
     throw new Error(`the file ${issueText(file.error)} (expected {locations: [...], professionals: [...]})`);
@@ -161,11 +158,22 @@ export function parseProvisionFile(source: string): ProvisionPlan {
   };
 
   const locations: LocationSpec[] = [];
+  const setAsideLocations = new Map<string, string>();
   file.data.locations.forEach((record, index) => {
     const label = labelOf('locations', index, record, (r) => r.name);
+    const setAside = (reason: string) => {
+      invalid.push({ kind: 'location', index, label, slug: null, reason });
+      const slug = intendedSlug(record);
+      if (slug !== undefined && !setAsideLocations.has(slug)) setAsideLocations.set(slug, label);
+    };
+    const twice = repeated.get(`locations[${index}]`);
+    if (twice !== undefined) {
+      setAside(`has the field ${twice} twice`);
+      return;
+    }
     const parsed = locationSchema.safeParse(record);
     if (!parsed.success) {
-      invalid.push({ kind: 'location', index, label, slug: null, reason: issueText(parsed.error) });
+      setAside(issueText(parsed.error));
       return;
     }
     const slug = parsed.data.slug ?? derivedLocationSlug(parsed.data.name);
@@ -183,6 +191,17 @@ export function parseProvisionFile(source: string): ProvisionPlan {
   const professionals: ProfessionalSpec[] = [];
   file.data.professionals.forEach((record, index) => {
     const label = labelOf('professionals', index, record, (r) => r.email);
+    const twice = repeated.get(`professionals[${index}]`);
+    if (twice !== undefined) {
+      invalid.push({
+        kind: 'professional',
+        index,
+        label,
+        slug: null,
+        reason: `has the field ${twice} twice`,
+      });
+      return;
+    }
     const parsed = professionalSchema.safeParse(record);
     if (!parsed.success) {
       invalid.push({ kind: 'professional', index, label, slug: null, reason: issueText(parsed.error) });
@@ -213,5 +232,50 @@ export function parseProvisionFile(source: string): ProvisionPlan {
       location,
     });
   });
-  return { locations, professionals, invalid };
+  return { locations, professionals, invalid, setAsideLocations };
+}
+
+/**
+ * The slug a location set aside would have had: a professional naming it is then told that its
+ * location is the file's, set aside, not that the file has none of that slug.
+ */
+function intendedSlug(record: unknown): string | undefined {
+  if (record === null || typeof record !== 'object') return undefined;
+  const { slug, name } = record as Record<string, unknown>;
+  if (typeof slug === 'string' && slug.trim() !== '') return slug.trim();
+  return typeof name === 'string' && name.trim() !== '' ? derivedLocationSlug(name.trim()) : undefined;
+}
+
+/**
+ * The file's document, and its records that give a field twice (`locations[2]` → `name`). JSON
+ * allows a repeated name and YAML does not, and which of the two values was meant nobody can tell:
+ * such a record is set aside like any bad record, while the others go on. A key repeated outside a
+ * record, or any other error, refuses the whole file.
+ */
+function readDocument(source: string): { document: unknown; repeated: Map<string, string> } {
+  const doc = parseDocument(source);
+  const repeated = new Map<string, string>();
+  for (const error of doc.errors) {
+    const first = error.message.split('\n')[0];
+    if (error.code !== 'DUPLICATE_KEY') throw new Error(`the file is neither YAML nor JSON: ${first}`);
+    const record = recordRepeating(doc, error.pos[0]);
+    if (record === undefined) throw new Error(`the file gives a key twice: ${first}`);
+    repeated.set(record.at, record.field);
+  }
+  return { document: doc.toJS(), repeated };
+}
+
+/** The record of the file whose field begins at `offset`, and that field. */
+function recordRepeating(doc: Document, offset: number): { at: string; field: string } | undefined {
+  for (const list of ['locations', 'professionals']) {
+    const records = doc.get(list, true);
+    if (!isSeq(records)) continue;
+    for (const [index, record] of records.items.entries()) {
+      const key = isMap(record)
+        ? record.items.find((p) => isScalar(p.key) && p.key.range?.[0] === offset)?.key
+        : undefined;
+      if (isScalar(key)) return { at: `${list}[${index}]`, field: String(key.value) };
+    }
+  }
+  return undefined;
 }
