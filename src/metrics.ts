@@ -115,7 +115,7 @@ export function makeMetrics() {
     }),
     reviewsUpserted: new Counter({
       name: 'review_mirror_reviews_upserted_total',
-      help: 'Reviews written to the mirror by source (feed, webhook) and outcome (inserted, updated).',
+      help: 'Reviews written to the mirror by source (feed, webhook) and outcome (inserted; updated: one the mirror held, written again whether or not it changed, as the feed overlap re-reads).',
       labelNames: ['source', 'outcome'] as const,
       registers,
     }),
