@@ -33,4 +33,21 @@ function scrubberOfEnvironment(): SecretScrubber {
   }
 }
 
+/**
+ * A defect that escapes every handler (an uncaught exception, an unhandled rejection) ends the
+ * process as Node would, exit 1, but as any other failure does: one scrubbed line on stderr, not
+ * Node's dump of the error and every property it carries, which may quote a secret.
+ */
+function endOnEscapedError(): void {
+  const end = (error: unknown) => {
+    process.stderr.write(
+      `review-mirror: unexpected failure, stopping: ${scrubberOfEnvironment().scrub(describeError(error))}\n`,
+    );
+    process.exit(1);
+  };
+  process.on('uncaughtException', end);
+  process.on('unhandledRejection', end);
+}
+
+endOnEscapedError();
 await main(process.argv);

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -49,5 +49,32 @@ describe('a one-shot command', () => {
     } finally {
       await sandbox.close();
     }
+  });
+});
+
+describe('a defect that escapes every handler', () => {
+  it('ends the process with exit 1 and one scrubbed line on stderr, not a dump of the error', async () => {
+    // A throw from a timer, outside any of the program's handlers, with a secret in its message
+    // and in a property (as a driver's error may carry a connection string).
+    const dir = mkdtempSync(join(tmpdir(), 'rm-escaped-'));
+    const preload = join(dir, 'escape.mjs');
+    writeFileSync(
+      preload,
+      `setTimeout(() => { throw Object.assign(new Error('boom sk_escaped_secret_123'), { url: 'postgres://u:sk_escaped_secret_123@h/db' }); }, 300);\n`,
+    );
+    const failure = await promisify(execFile)(
+      process.execPath,
+      ['--import', preload, CLI, 'sandbox', '--port', '0'],
+      {
+        env: cliEnv({ REVIEWS_API_KEY: 'sk_escaped_secret_123', DATA_DIR: dir }),
+      },
+    ).then(
+      () => undefined,
+      (error: { code: number; stderr: string }) => error,
+    );
+    expect(failure?.code).toBe(1);
+    expect(failure?.stderr).toMatch(/^review-mirror: unexpected failure, stopping: .*boom/);
+    expect(failure?.stderr.trim().split('\n')).toHaveLength(1);
+    expect(failure?.stderr).not.toContain('sk_escaped_secret_123');
   });
 });
