@@ -28,9 +28,9 @@ function scripted(failures: Error[], found: Array<string | undefined | Error>, d
 
 /** When a create is sent again, and when its record is looked for instead (decisions only). */
 describe('createOnce', () => {
-  it('fails, without looking or sending it again, a create that never left (the transport retried it)', async () => {
+  it('throws, without looking or sending it again, the failure of a create that never left (the transport retried it)', async () => {
     const { calls, run } = scripted([notSent()], [], false);
-    expect(await run()).toEqual({ error: 'not created: POST /x could not connect' });
+    await expect(run()).rejects.toThrow('POST /x could not connect');
     expect(calls).toEqual({ creates: 1, finds: 0 });
   });
 

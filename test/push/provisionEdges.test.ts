@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { provisionCommand } from '../../src/commands/provision.js';
 import type { Db } from '../../src/db/connect.js';
 import type { RetryPolicy } from '../../src/partner-api/retryPolicy.js';
-import { provision } from '../../src/push/provision/provision.js';
+import { plannedResults, provision } from '../../src/push/provision/provision.js';
 import { parseProvisionFile } from '../../src/push/provision/provisionFile.js';
 import { dropSchema, freshDb, TEST_DATABASE_URL, uniqueSchema } from '../helpers/db.js';
 import { type FakeAnswer, type FakeRequest, startFakePlatform } from '../helpers/fakePlatform.js';
@@ -49,35 +49,54 @@ describe('provisioning at its edges', () => {
     const platform = await startFakePlatform(answer);
     const retry = over.retry ?? { maxRetries: 2, budgetMs: 10_000, baseDelayMs: 1, maxDelayMs: 2 };
     const api = testApi({ url: platform.url, apiKey: 'rm-test-key' }, { retry });
+    const plan = parseProvisionFile(JSON.stringify(file));
+    const results = plannedResults(plan);
     try {
-      const results = await provision(
+      // What stopped the run, if anything: the report (`results`) says how far it got.
+      const stopped = await provision(
         { db, api, log: quietLog },
-        parseProvisionFile(JSON.stringify(file)),
+        plan,
         { dryRun: false, waitMs: over.waitMs ?? 0, concurrency: 2, retry },
         {},
         over.signal,
+        results,
+      ).then(
+        () => undefined,
+        (error: unknown) => error,
       );
-      return { results, requests: platform.requests() };
+      return { results, stopped, requests: platform.requests() };
     } finally {
       await api.close();
       await platform.close();
     }
   };
 
-  it('retries a create refused 429 no more than API_MAX_RETRIES times', async () => {
-    let posts = 0;
-    const { results } = await run({ locations: [{ name: 'Annex', slug: 'annex' }] }, (req) => {
+  it('retries a create refused 429 no more than API_MAX_RETRIES times, then stops the run, failing no record', async () => {
+    const posts = new Map<string, number>();
+    const file = { locations: ['Annex', 'Bay', 'Cove', 'Dune'].map((name) => ({ name })) };
+    const { results, stopped } = await run(file, (req) => {
       if (req.method === 'POST') {
-        posts++;
+        const { name } = JSON.parse(req.body) as { name: string };
+        posts.set(name, (posts.get(name) ?? 0) + 1);
         return { status: 429, body: { error: 'Too many requests' } };
       }
       return req.path === '/locations' ? emptyListing('locations') : NOT_FOUND;
     });
-    expect(results[0]!.outcome).toBe('failed');
-    // One attempt and API_MAX_RETRIES (2) retries, as every other request of the client (docs/push.md).
-    // Before: the transport retries a POST's 429 itself, and createOnce retries each of its
-    // give-ups again, so (1 + 2) * (1 + 2) = 9 are sent, and the time budget is spent twice.
-    expect(posts).toBe(3);
+    // One attempt and API_MAX_RETRIES (2) retries, as every other request of the client
+    // (docs/push.md). Before: the transport retries a POST's 429 itself, and createOnce retried
+    // each of its give-ups again, so (1 + 2) * (1 + 2) = 9 were sent, the time budget spent twice.
+    expect(posts.get('Annex')).toBe(3);
+    expect(Math.max(...posts.values())).toBe(3);
+    // "A 429 never fails the whole run": each record failed in turn against a platform asking for
+    // less. The run stops; nothing was created, and nothing is failed, for a re-run after the wait.
+    expect(String(stopped)).toMatch(/POST \/locations answered 429/);
+    expect(results.map((r) => r.outcome)).toEqual([
+      'not-attempted',
+      'not-attempted',
+      'not-attempted',
+      'not-attempted',
+    ]);
+    expect(posts.has('Dune')).toBe(false);
   });
 
   it('waits the whole PROVISION_WAIT_SECONDS for a survey URL before saying it was not ready', async () => {

@@ -72,8 +72,8 @@ export interface LandedLookup<T> {
  * one created. One found nowhere is sent again only when the platform would refuse a duplicate,
  * after the client's backoff and within its retry count and time budget; a refusal that follows a
  * lost answer is looked up once more, since it may be our own earlier request. A create that
- * surely never reached the platform (no connection, 429) has been retried by the transport: it
- * fails as it is.
+ * surely never reached the platform (no connection, 429) has been retried by the transport: its
+ * error is thrown, as a read's is.
  */
 export async function createOnce<T>(
   create: () => Promise<T>,
@@ -93,9 +93,9 @@ export async function createOnce<T>(
       if (error instanceof ApiRequestError) return refusal(error, lost, lookup, options.signal);
       failure = error;
       // The transport has already sent it again within the retry bounds: once more each here
-      // would square them, against a platform asking for less (a 429).
-      if (!mayHaveLanded(error) && lost === undefined)
-        return { error: `not created: ${describeError(error)}` };
+      // would square them, against a platform asking for less (a 429). Its failure is the
+      // caller's, as a read's would be: a 429 stops the run.
+      if (!mayHaveLanded(error) && lost === undefined) throw error;
       if (mayHaveLanded(error)) lost = error;
     }
     if (lost !== undefined) {

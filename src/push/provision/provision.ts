@@ -5,7 +5,7 @@ import { addCount, type RunCounts } from '../../jobs/runCounts.js';
 import type { Logger } from '../../log.js';
 import { upsertLocations, upsertProfessionals } from '../../mirror/directorySql.js';
 import type { PartnerApi } from '../../partner-api/client.js';
-import { ApiAuthError } from '../../partner-api/errors.js';
+import { ApiAuthError, ApiUnavailableError } from '../../partner-api/errors.js';
 import type { Location } from '../../partner-api/locationsSchema.js';
 import type { Professional, ProfessionalListItem } from '../../partner-api/professionalsSchema.js';
 import type { RetryPolicy } from '../../partner-api/retryPolicy.js';
@@ -236,7 +236,8 @@ export function plannedResults(plan: ProvisionPlan): ProvisionResult[] {
 
 /**
  * One record's work, whose failure (the platform unreachable even after retries) is that record's
- * alone: reported with its reason while the others go on. A refused key or a shutdown ends all.
+ * alone: reported with its reason while the others go on. A refused key, a shutdown, or the
+ * platform asking for less (see askedToWait) ends all.
  */
 function perRecord<S extends LocationSpec | ProfessionalSpec>(
   signal: AbortSignal | undefined,
@@ -267,6 +268,13 @@ function perRecord<S extends LocationSpec | ProfessionalSpec>(
         stopped ??= error.refusal;
         throw error.refusal;
       }
+      if (askedToWait(error)) {
+        // A 429 proves nothing was done with this record: not attempted, like those after it.
+        result.outcome = 'not-attempted';
+        result.error = describeError(error);
+        stopped ??= error;
+        throw error;
+      }
       fail(result, describeError(error));
       // This record's own request was refused, so it was not created.
       if (error instanceof ApiAuthError) {
@@ -276,6 +284,15 @@ function perRecord<S extends LocationSpec | ProfessionalSpec>(
     }
     return result;
   };
+}
+
+/**
+ * The platform asks for less: a 429 its retries did not get through, or a Retry-After longer than
+ * they wait (the route is then held off). Every record after it would meet the same and fail one
+ * by one; the run stops instead, for a re-run once the wait is over, which finds what was created.
+ */
+function askedToWait(error: unknown): error is ApiUnavailableError {
+  return error instanceof ApiUnavailableError && (error.status === 429 || error.retryAfterOutlastsRetries);
 }
 
 /** Why a location whose slug is not found is not created: one like it may be the row's own. */
