@@ -1,7 +1,6 @@
-import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
 import { Command } from 'commander';
 import { commandAction, withDb } from '../context.js';
+import { requireEmbeddedDatabase } from '../db/connect.js';
 import { formatStatus, readStatus } from '../status/report.js';
 
 /** `review-mirror status [--json]`: read from the database alone, no API call. */
@@ -11,12 +10,8 @@ export function statusCommand(): Command {
     .option('--json', 'print JSON instead of a table')
     .action(
       commandAction(async (ctx, opts: { json?: boolean }) => {
-        // A read: a DATA_DIR that holds no database (a mistyped one) is said so, not given a new,
-        // empty one reported as a mirror whose jobs never ran.
-        const dir = resolve(ctx.config.dataDir);
-        if (ctx.config.db.url === undefined && !existsSync(join(dir, 'pgdata'))) {
-          throw new Error(`no embedded database in ${dir}: run review-mirror migrate or sync first`);
-        }
+        // A read: not a new, empty database reported as a mirror whose jobs never ran.
+        if (ctx.config.db.url === undefined) requireEmbeddedDatabase(ctx.config.dataDir);
         const report = await withDb(ctx, readStatus);
         // Stored texts (a run's error, a webhook's last_error) came from outside: scrubbed again.
         const text = opts.json ? JSON.stringify(report, null, 2) : formatStatus(report);

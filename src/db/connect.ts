@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { resolve } from 'node:path';
 import knexFactory, { type Knex } from 'knex';
@@ -122,6 +123,19 @@ type PooledClient = pg.Client & {
   readonly connection: { readonly stream: Socket };
 };
 
+/** Where the embedded database of `dataDir` keeps its files. */
+export const embeddedPgdata = (dataDir: string): string => resolve(dataDir, 'pgdata');
+
+/**
+ * For a command that only reads the embedded database (status, sql): one that is not there (a
+ * mistyped DATA_DIR) is said so, instead of a new, empty one created and read.
+ */
+export function requireEmbeddedDatabase(dataDir: string): void {
+  if (!existsSync(embeddedPgdata(dataDir))) {
+    throw new Error(`no embedded database in ${resolve(dataDir)}: run review-mirror migrate or sync first`);
+  }
+}
+
 export async function openDb(options: DbOptions): Promise<Db> {
   if (options.url !== undefined) {
     const bounds = {
@@ -172,7 +186,7 @@ export async function openDb(options: DbOptions): Promise<Db> {
     releaseLock = await lockDataDir(dir, {
       onCompromised: (e) => options.log?.error({ err: e }, 'embedded database lock lost'),
     });
-    connection = { filename: resolve(dir, 'pgdata') };
+    connection = { filename: embeddedPgdata(dir) };
   } else if (options.embeddedImage !== undefined) {
     // knex-pglite takes an instance of ours as `pglite`.
     const { PGlite } = await import('@electric-sql/pglite');

@@ -1,10 +1,10 @@
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import pg from 'pg';
+import { embeddedPgdata, requireEmbeddedDatabase } from './connect.js';
 import { lockDataDir } from './dataDirLock.js';
 
 /** Where a PostgreSQL client reaches the served database: a Unix socket directory and port, as libpq takes them. */
@@ -25,10 +25,8 @@ const PORT = 5432;
  */
 export async function serveEmbedded(dataDir: string, schema: string): Promise<EmbeddedSocket> {
   const dir = resolve(dataDir);
-  const pgdata = join(dir, 'pgdata');
-  if (!existsSync(pgdata)) {
-    throw new Error(`no embedded database in ${dir}: run review-mirror migrate or sync first`);
-  }
+  requireEmbeddedDatabase(dir);
+  const pgdata = embeddedPgdata(dir);
   const release = await lockDataDir(dir);
   let db: PGlite | undefined;
   let socketDir: string | undefined;

@@ -24,6 +24,45 @@ import { seededDataDir } from '../helpers/embeddedTemplate.js';
 import { type FakePlatform, startFakePlatform } from '../helpers/fakePlatform.js';
 import { type TestSandbox, testSandbox } from '../helpers/sandbox.js';
 
+/**
+ * A sandbox and a mirror of their own (a schema, or an embedded data directory) for commands run
+ * in-process; `environment` points the commands at them and returns what they print.
+ */
+function commandFixture() {
+  const fx = {
+    sandbox: undefined as unknown as TestSandbox,
+    dataDir: '',
+    schema: uniqueSchema('edges'),
+    environment: (extra: Record<string, string> = {}): string[] => {
+      vi.stubEnv('DATABASE_URL', TEST_DATABASE_URL ?? '');
+      vi.stubEnv('DATA_DIR', fx.dataDir);
+      vi.stubEnv('DB_SCHEMA', fx.schema);
+      vi.stubEnv('REVIEWS_API_URL', fx.sandbox.url);
+      vi.stubEnv('REVIEWS_API_KEY', fx.sandbox.apiKey);
+      vi.stubEnv('LOG_LEVEL', 'silent');
+      for (const [name, value] of Object.entries(extra)) vi.stubEnv(name, value);
+      const written: string[] = [];
+      vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => written.push(String(chunk)) > 0);
+      return written;
+    },
+  };
+  beforeAll(async () => {
+    fx.sandbox = await testSandbox();
+    fx.dataDir = await mkdtemp(join(tmpdir(), 'rm-edges-'));
+    if (!TEST_DATABASE_URL) await seededDataDir(fx.dataDir);
+  });
+  afterEach(() => {
+    vi.unstubAllEnvs();
+    vi.restoreAllMocks();
+  });
+  afterAll(async () => {
+    await fx.sandbox?.close();
+    await dropSchema(fx.schema);
+    await rm(fx.dataDir, { recursive: true, force: true });
+  });
+  return fx;
+}
+
 /** The operator commands at their edges: each test names what went wrong before. */
 
 describe('sql: the password stays out of psql argv', () => {
@@ -47,38 +86,11 @@ describe('sql: the password stays out of psql argv', () => {
 });
 
 describe('state set', () => {
-  let sandbox: TestSandbox;
-  let dataDir: string;
-  const schema = uniqueSchema('edges');
-
-  beforeAll(async () => {
-    sandbox = await testSandbox();
-    dataDir = await mkdtemp(join(tmpdir(), 'rm-edges-'));
-    if (!TEST_DATABASE_URL) await seededDataDir(dataDir);
-  });
-  afterEach(() => {
-    vi.unstubAllEnvs();
-    vi.restoreAllMocks();
-  });
-  afterAll(async () => {
-    await sandbox?.close();
-    await dropSchema(schema);
-    await rm(dataDir, { recursive: true, force: true });
-  });
-
-  function environment() {
-    vi.stubEnv('DATABASE_URL', TEST_DATABASE_URL ?? '');
-    vi.stubEnv('DATA_DIR', dataDir);
-    vi.stubEnv('DB_SCHEMA', schema);
-    vi.stubEnv('REVIEWS_API_URL', sandbox.url);
-    vi.stubEnv('REVIEWS_API_KEY', sandbox.apiKey);
-    vi.stubEnv('LOG_LEVEL', 'silent');
-    vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
-  }
+  const fx = commandFixture();
 
   it('refuses a watermark in the future, after which every sync would read nothing new', async () => {
-    environment();
-    const file = join(dataDir, 'state.json');
+    fx.environment();
+    const file = join(fx.dataDir, 'state.json');
     // A typo of the year: 2926 for 2026.
     await writeFile(file, JSON.stringify({ watermark: '2926-11-01T00:00:00.000Z' }));
     const set = await stateCommand()
@@ -87,9 +99,11 @@ describe('state set', () => {
         () => undefined,
         (error: unknown) => error,
       );
-    const [review] = await sandbox.control.submitReviews(sandbox.companyId, [{ comment: 'after the set' }]);
+    const [review] = await fx.sandbox.control.submitReviews(fx.sandbox.companyId, [
+      { comment: 'after the set' },
+    ]);
     await syncCommand().parseAsync(['reviews'], { from: 'user' });
-    const db = await openDb({ url: TEST_DATABASE_URL, schema, poolMax: 1, dataDir });
+    const db = await openDb({ url: TEST_DATABASE_URL, schema: fx.schema, poolMax: 1, dataDir: fx.dataDir });
     try {
       const mirrored = await db.knex(db.table('reviews')).where({ id: review!.id }).first();
       expect(describeError(set)).toMatch(
@@ -276,44 +290,21 @@ describe('sandbox flags', () => {
 });
 
 describe('events flush', () => {
-  let sandbox: TestSandbox;
-  let dataDir: string;
-  const schema = uniqueSchema('edges');
-
-  beforeAll(async () => {
-    sandbox = await testSandbox();
-    dataDir = await mkdtemp(join(tmpdir(), 'rm-edges-'));
-    if (!TEST_DATABASE_URL) await seededDataDir(dataDir);
-  });
+  const fx = commandFixture();
   afterEach(() => {
-    vi.unstubAllEnvs();
-    vi.restoreAllMocks();
     process.exitCode = undefined;
-  });
-  afterAll(async () => {
-    await sandbox?.close();
-    await dropSchema(schema);
-    await rm(dataDir, { recursive: true, force: true });
   });
 
   // "send every event that is due now, then exit": one stopped by Ctrl-C or SIGTERM with events
   // still due must not end as one that did, with 0, or a script goes on as if they were sent.
   it('does not exit 0 when a signal stopped it with events still due', async () => {
-    vi.stubEnv('DATABASE_URL', TEST_DATABASE_URL ?? '');
-    vi.stubEnv('DATA_DIR', dataDir);
-    vi.stubEnv('DB_SCHEMA', schema);
-    vi.stubEnv('REVIEWS_API_URL', sandbox.url);
-    vi.stubEnv('REVIEWS_API_KEY', sandbox.apiKey);
-    vi.stubEnv('EVENTS_CONCURRENCY', '1');
-    vi.stubEnv('LOG_LEVEL', 'silent');
-    const written: string[] = [];
-    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => written.push(String(chunk)) > 0);
+    const written = fx.environment({ EVENTS_CONCURRENCY: '1' });
     for (let i = 0; i < 6; i++) {
       await eventsCommand().parseAsync(['send', '--email', `p${i}@example.com`, '--type', 'matter.closed'], {
         from: 'user',
       });
     }
-    await sandbox.control.setFaults({
+    await fx.sandbox.control.setFaults({
       partner: { delay: 1, delayMs: 500, routes: ['/api/v1/partner/events'] },
     });
     process.exitCode = undefined;
@@ -326,7 +317,7 @@ describe('events flush', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     process.emit('SIGINT', 'SIGINT');
     const failure = await flush;
-    await sandbox.control.setFaults({});
+    await fx.sandbox.control.setFaults({});
     const printed = written.join('');
     expect(printed).not.toMatch(/backlog=0\b/);
     expect(failure !== undefined || (process.exitCode ?? 0) !== 0).toBe(true);
