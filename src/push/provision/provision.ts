@@ -59,7 +59,7 @@ export interface ProvisionOptions {
   readonly waitMs: number;
   /** Requests in flight at once. */
   readonly concurrency: number;
-  /** The platform client's retry policy, which the creates (POSTs, never re-sent by the transport) follow too. */
+  /** The platform client's retry policy, which a create sent again after its answer was lost follows too (see createOnce). */
   readonly retry: RetryPolicy;
 }
 
