@@ -1,6 +1,12 @@
 import { loadConfig } from './config/load.js';
 import { type Config, configSecrets } from './config/schema.js';
-import { type Db, type DbOptions, dbOptionsFromConfig, openDb } from './db/connect.js';
+import {
+  type Db,
+  type DbOptions,
+  dbOptionsFromConfig,
+  openDb,
+  requireEmbeddedDatabase,
+} from './db/connect.js';
 import type { RunnerDeps } from './jobs/runner.js';
 import { type Logger, makeLogger, SecretScrubber } from './log.js';
 
@@ -42,6 +48,16 @@ export async function withDb<T>(
   } finally {
     await db.close();
   }
+}
+
+/**
+ * As withDb, for a command that works on what earlier runs stored (status, state get, events list,
+ * retry and discard, webhooks replay): an embedded database not in DATA_DIR (a mistyped one) is
+ * said so, where opening it would create a new, empty one and report on that.
+ */
+export async function withMirror<T>(ctx: Context, fn: (db: Db) => Promise<T>): Promise<T> {
+  if (ctx.config.db.url === undefined) requireEmbeddedDatabase(ctx.config.dataDir);
+  return withDb(ctx, fn);
 }
 
 /** How a command runs its jobs: with its logger, under leases of the configured length, runs kept as configured. */

@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { requireApi } from '../config/schema.js';
-import { type Context, commandAction, withDb } from '../context.js';
+import { type Context, commandAction, withDb, withMirror } from '../context.js';
 import { migrate } from '../db/migrate.js';
 import { REPLICA_ID } from '../jobs/replicaIdentity.js';
 import { makePartnerApi, partnerApiOptions } from '../partner-api/client.js';
@@ -86,7 +86,7 @@ export function eventsCommand(): Command {
     .option('--json', 'as JSON')
     .action(
       commandAction(async (ctx, flags: { state?: string; limit: number; json?: boolean }) => {
-        const rows = await withDb(ctx, async (db) => {
+        const rows = await withMirror(ctx, async (db) => {
           await migrate(db);
           return listEvents(db.knex, db, flags);
         });
@@ -121,7 +121,7 @@ export function eventsCommand(): Command {
       .argument('<key>', 'the idempotency key')
       .action(
         commandAction(async (ctx, key: string) => {
-          const state = await withDb(ctx, async (db) => {
+          const state = await withMirror(ctx, async (db) => {
             await migrate(db);
             return resolveEvent(db.knex, db, key, action);
           });

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline/promises';
 import { Command, Option } from 'commander';
-import { type Context, commandAction, withDb } from '../context.js';
+import { type Context, commandAction, withDb, withMirror } from '../context.js';
 import type { Db } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import type { Queryable } from '../db/queryable.js';
@@ -34,7 +34,7 @@ export function stateCommand(): Command {
     .addOption(jobOption())
     .action(
       commandAction(async (ctx, opts: { job: string }) => {
-        const state = await withDb(ctx, async (db) => {
+        const state = await withMirror(ctx, async (db) => {
           await migrate(db);
           return readCheckpoint(db.knex, db, opts.job);
         });

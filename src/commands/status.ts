@@ -1,6 +1,5 @@
 import { Command } from 'commander';
-import { commandAction, withDb } from '../context.js';
-import { requireEmbeddedDatabase } from '../db/connect.js';
+import { commandAction, withMirror } from '../context.js';
 import { formatStatus, readStatus } from '../status/report.js';
 
 /** `review-mirror status [--json]`: read from the database alone, no API call. */
@@ -10,9 +9,7 @@ export function statusCommand(): Command {
     .option('--json', 'print JSON instead of a table')
     .action(
       commandAction(async (ctx, opts: { json?: boolean }) => {
-        // A read: not a new, empty database reported as a mirror whose jobs never ran.
-        if (ctx.config.db.url === undefined) requireEmbeddedDatabase(ctx.config.dataDir);
-        const report = await withDb(ctx, readStatus);
+        const report = await withMirror(ctx, readStatus);
         // Stored texts (a run's error, a webhook's last_error) came from outside: scrubbed again.
         const text = opts.json ? JSON.stringify(report, null, 2) : formatStatus(report);
         process.stdout.write(`${ctx.scrubber.scrub(text)}\n`);

@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { type Context, commandAction, withDb } from '../context.js';
+import { type Context, commandAction, withDb, withMirror } from '../context.js';
 import type { Db } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { storableText } from '../db/storableText.js';
@@ -190,7 +190,7 @@ export function webhooksCommand(): Command {
     )
     .action(
       commandAction(async (ctx, opts: { id?: string; since?: Date }) => {
-        const summary = await withDb(ctx, async (db) => {
+        const summary = await withMirror(ctx, async (db) => {
           await migrate(db);
           return replayInbox(db, { reviewId: opts.id, since: opts.since });
         });

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import type { Command } from 'commander';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { demoCommand } from '../../src/commands/demo.js';
 import { eventsCommand } from '../../src/commands/events.js';
@@ -324,33 +325,42 @@ describe('events flush', () => {
   });
 });
 
-describe('status on the embedded database', () => {
+describe('commands that read the mirror, on the embedded database', () => {
   afterEach(() => {
     vi.unstubAllEnvs();
     vi.restoreAllMocks();
   });
 
-  // A mistyped DATA_DIR: `status`, a read, creates a new embedded database there (tens of MB)
-  // and reports it as a mirror whose migrations are pending and whose jobs never ran, exit 0,
-  // where `sql` says there is no database.
-  it('says there is no database in a DATA_DIR that holds none, creating nothing', async () => {
-    const parent = await mkdtemp(join(tmpdir(), 'rm-edges-'));
-    const dataDir = join(parent, 'mistyped');
-    try {
-      vi.stubEnv('DATABASE_URL', '');
-      vi.stubEnv('DATA_DIR', dataDir);
-      vi.stubEnv('LOG_LEVEL', 'silent');
-      vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
-      const failure = await statusCommand()
-        .parseAsync([], { from: 'user' })
-        .then(
-          () => undefined,
-          (error: unknown) => error,
-        );
-      expect(existsSync(join(dataDir, 'pgdata'))).toBe(false);
-      expect(describeError(failure)).toMatch(/no embedded database/);
-    } finally {
-      await rm(parent, { recursive: true, force: true });
-    }
-  });
+  // A mistyped DATA_DIR: `status`, a read, created a new embedded database there (tens of MB) and
+  // reported it as a mirror whose migrations are pending and whose jobs never ran, exit 0, where
+  // `sql` says there is no database; so did the other commands that read what runs stored.
+  const commands: Array<[string, () => Command, string[]]> = [
+    ['status', statusCommand, []],
+    ['state get', stateCommand, ['get', '--job', 'reviews']],
+    ['events list', eventsCommand, ['list']],
+    ['events retry', eventsCommand, ['retry', 'some-key']],
+    ['webhooks replay', webhooksCommand, ['replay']],
+  ];
+  for (const [name, command, args] of commands) {
+    it(`\`${name}\` says there is no database in a DATA_DIR that holds none, creating nothing`, async () => {
+      const parent = await mkdtemp(join(tmpdir(), 'rm-edges-'));
+      const dataDir = join(parent, 'mistyped');
+      try {
+        vi.stubEnv('DATABASE_URL', '');
+        vi.stubEnv('DATA_DIR', dataDir);
+        vi.stubEnv('LOG_LEVEL', 'silent');
+        vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+        const failure = await command()
+          .parseAsync(args, { from: 'user' })
+          .then(
+            () => undefined,
+            (error: unknown) => error,
+          );
+        expect(existsSync(join(dataDir, 'pgdata'))).toBe(false);
+        expect(describeError(failure)).toMatch(/no embedded database/);
+      } finally {
+        await rm(parent, { recursive: true, force: true });
+      }
+    });
+  }
 });
