@@ -3,7 +3,7 @@ import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import { untilAborted } from '../boundedWait.js';
 import { type Context, makeContext } from '../context.js';
 import { type RunningDaemon, startDaemon } from '../daemon.js';
@@ -16,6 +16,7 @@ import { listenForShutdown } from '../shutdownSignal.js';
 import { formatStatus, readStatus } from '../status/report.js';
 import { readLastFinishedRun } from '../status/statusSql.js';
 import { ensureRegistration } from '../webhooks/ensure.js';
+import { wholeNumberOption } from './wholeNumberOption.js';
 
 /** Marks a directory as the demo's own, so a re-run may wipe it and nothing else ever is. */
 const DEMO_MARKER = '.review-mirror-demo';
@@ -28,19 +29,18 @@ interface DemoOptions {
   keepRunning?: boolean;
 }
 
-const positive = (value: string): number => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be a whole number >= 0');
-  return n;
-};
-
 export function demoCommand(): Command {
   return new Command('demo')
     .description(
       'mirror a sandbox platform into an embedded PostgreSQL: seeded feed by polling, live reviews by webhook',
     )
-    .option('--reviews <n>', 'reviews seeded on the sandbox platform', positive, 2_000)
-    .option('--live <n>', 'live reviews submitted after the first sync, landing by webhook', positive, 3)
+    .option('--reviews <n>', 'reviews seeded on the sandbox platform', wholeNumberOption(0), 2_000)
+    .option(
+      '--live <n>',
+      'live reviews submitted after the first sync, landing by webhook',
+      wholeNumberOption(0),
+      3,
+    )
     .option(
       '--data-dir <dir>',
       'where the demo keeps its embedded database (wiped at each demo start)',

@@ -1,4 +1,4 @@
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import { requireApi } from '../config/schema.js';
 import { type Context, commandAction, withDb, withMirror } from '../context.js';
 import { migrate } from '../db/migrate.js';
@@ -13,14 +13,9 @@ import { ENCODINGS, type Encoding } from '../push/readRecords.js';
 import { listenForShutdown } from '../shutdownSignal.js';
 import { alignColumns } from '../status/alignColumns.js';
 import { migrateUnlessAborted } from './migrateFirst.js';
+import { wholeNumberOption } from './wholeNumberOption.js';
 
 const STATES = ['pending', 'sending', 'sent', 'failed', 'parked'] as const;
-
-const positive = (value: string): number => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number >= 1');
-  return n;
-};
 
 /** `review-mirror events …`: lifecycle events through the outbox. */
 export function eventsCommand(): Command {
@@ -82,7 +77,7 @@ export function eventsCommand(): Command {
     .command('list')
     .description('the latest events of the outbox')
     .addOption(new Option('--state <state>', 'only events in this state').choices(STATES))
-    .option('--limit <n>', 'how many', positive, 50)
+    .option('--limit <n>', 'how many', wholeNumberOption(1), 50)
     .option('--json', 'as JSON')
     .action(
       commandAction(async (ctx, flags: { state?: string; limit: number; json?: boolean }) => {

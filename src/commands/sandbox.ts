@@ -2,19 +2,10 @@ import { Command, InvalidArgumentError } from 'commander';
 import { RETRY_DELAYS_MS } from '../sandbox/deliveries.js';
 import { startSandbox } from '../sandbox/server.js';
 import { listenForShutdown } from '../shutdownSignal.js';
+import { wholeNumberOption } from './wholeNumberOption.js';
 
 /** The longest wait a Node timer holds: past it, it fires after 1 ms. */
 const MAX_TIMER_MS = 2_147_483_647;
-
-const integer =
-  (min: number, max = Number.MAX_SAFE_INTEGER) =>
-  (raw: string) => {
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < min || n > max) {
-      throw new InvalidArgumentError(`must be an integer from ${min} to ${max}`);
-    }
-    return n;
-  };
 
 /** A time scale whose longest retry wait a timer still holds. */
 const timeScale = (raw: string) => {
@@ -54,10 +45,10 @@ interface SandboxFlags {
 export function sandboxCommand(): Command {
   return new Command('sandbox')
     .description('serve an emulation of the review platform partner API (plus a /_sandbox control API)')
-    .option('--port <port>', 'TCP port (0 picks a free one)', integer(0), 4010)
+    .option('--port <port>', 'TCP port (0 picks a free one)', wholeNumberOption(0), 4010)
     .option('--host <host>', 'interface to listen on', '127.0.0.1')
-    .option('--seed-reviews <n>', 'reviews seeded into the first company', integer(0), 0)
-    .option('--seed <s>', 'seed of the seeded reviews and fault draws', integer(0), 1)
+    .option('--seed-reviews <n>', 'reviews seeded into the first company', wholeNumberOption(0), 0)
+    .option('--seed <s>', 'seed of the seeded reviews and fault draws', wholeNumberOption(0), 1)
     .option('--api-key <key>', "the first company's API key (random when omitted)", apiKey)
     .option(
       '--time-scale <f>',
@@ -66,8 +57,13 @@ export function sandboxCommand(): Command {
       1,
     )
     .option('--allow-http-webhooks', 'accept http://127.0.0.1 and http://localhost webhook URLs')
-    .option('--survey-delay-ms <ms>', 'delay before default_survey_url is set', integer(0), 3000)
-    .option('--delivery-timeout-ms <ms>', 'webhook delivery timeout', integer(1, MAX_TIMER_MS), 10_000)
+    .option('--survey-delay-ms <ms>', 'delay before default_survey_url is set', wholeNumberOption(0), 3000)
+    .option(
+      '--delivery-timeout-ms <ms>',
+      'webhook delivery timeout',
+      wholeNumberOption(1, MAX_TIMER_MS),
+      10_000,
+    )
     .action(async (flags: SandboxFlags) => {
       const started = Date.now();
       // Listening before the banner: whoever reads it may signal at once.
