@@ -10,7 +10,6 @@ import { CLI_LEASE_WAIT_MS, JobLease } from '../jobs/lease.js';
 import { REPLICA_ID } from '../jobs/replicaIdentity.js';
 import { checkpointToJson, parseStateJson } from '../pull/syncStateJson.js';
 import { deleteCheckpoint, readCheckpoint, writeCheckpoint } from '../pull/syncStateSql.js';
-import type { WalkCheckpoint } from '../pull/walkPlan.js';
 import { listenForShutdown } from '../shutdownSignal.js';
 import { migrateUnlessAborted } from './migrateFirst.js';
 
@@ -51,7 +50,6 @@ export function stateCommand(): Command {
       commandAction(async (ctx, file: string | undefined, opts: { job: string }) => {
         const text = file === undefined || file === '-' ? await readStdin() : await readFile(file, 'utf8');
         const next = parseStateJson(opts.job, text);
-        refuseFuture(next);
         const before = await underLease(ctx, opts.job, async (db, trx) => {
           const previous = await readCheckpoint(trx, db, opts.job);
           await writeCheckpoint(trx, db, opts.job, next);
@@ -83,33 +81,6 @@ export function stateCommand(): Command {
       }),
     );
   return command;
-}
-
-/**
- * Leeway for the platform's clock running ahead of this host's: a state just read by `state get`
- * holds the platform's newest time. Smaller than the walk's overlap (SYNC_OVERLAP_SECONDS, 600 by
- * default), which reads that much before the watermark again, so nothing within it is missed.
- */
-const CLOCK_LEEWAY_MS = 5 * 60_000;
-
-/**
- * A walk never moves the watermark backwards, so one set in the future (a mistyped year) would
- * have every later walk read nothing new, quietly, until that time; a walk's times likewise, as
- * the watermark it ends with is the older of its newest and its start.
- */
-function refuseFuture(state: WalkCheckpoint): void {
-  const now = Date.now() + CLOCK_LEEWAY_MS;
-  const times = {
-    watermark: state.watermark,
-    walk_since: state.walkSince,
-    walk_newest: state.walkNewest,
-    walk_started_at: state.walkStartedAt,
-  };
-  for (const [field, time] of Object.entries(times)) {
-    if (time !== null && time.getTime() > now) {
-      throw new Error(`the state's ${field} ${time.toISOString()} is in the future; nothing changed`);
-    }
-  }
 }
 
 /**

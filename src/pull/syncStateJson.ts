@@ -28,6 +28,18 @@ export function checkpointToJson(job: string, state: WalkCheckpoint): SyncStateJ
   };
 }
 
+/**
+ * Leeway for the platform's clock running ahead of this host's: a state just read by `state get`
+ * holds the platform's newest time. Smaller than the walk's overlap (SYNC_OVERLAP_SECONDS, 600 by
+ * default), which reads that much before the watermark again, so nothing within it is missed.
+ */
+const CLOCK_LEEWAY_MS = 5 * 60_000;
+
+/**
+ * A walk never moves the watermark backwards, so a time in the future (a mistyped year) would
+ * have every later walk read nothing new, quietly, until then; a walk's times likewise, as the
+ * watermark it ends with is the older of its newest and its start.
+ */
 const time = z
   .string({ error: 'must be an ISO 8601 time with its zone, or null' })
   .refine(
@@ -38,6 +50,11 @@ const time = z
     'must be an ISO 8601 time with its zone on a date that exists (2026-11-01T00:00:00Z), or null',
   )
   .transform((v) => new Date(v))
+  .superRefine((at, ctx) => {
+    if (at.getTime() > Date.now() + CLOCK_LEEWAY_MS) {
+      ctx.addIssue({ code: 'custom', message: `${at.toISOString()} is in the future; nothing changed` });
+    }
+  })
   .nullable()
   .default(null);
 
