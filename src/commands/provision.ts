@@ -10,6 +10,7 @@ import { type ProvisionResult, plannedResults, provision } from '../push/provisi
 import { parseProvisionFile } from '../push/provision/provisionFile.js';
 import { formatProvisionReport, writeProvisionReport } from '../push/provision/provisionReport.js';
 import { listenForShutdown } from '../shutdownSignal.js';
+import { strictUtf8 } from '../strictUtf8.js';
 import { migrateUnlessAborted } from './migrateFirst.js';
 
 /** Requests in flight at once: a file holds tens of records, not thousands. */
@@ -87,13 +88,11 @@ export function provisionCommand(): Command {
  * every accented letter.
  */
 function utf8Text(bytes: Buffer): string {
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch {
-    const lenient = bytes.toString('utf8');
-    const line = lenient.slice(0, lenient.indexOf('\ufffd')).split('\n').length;
-    throw new Error(`the file is not UTF-8 text (line ${line}): save it as UTF-8`);
-  }
+  const text = strictUtf8(bytes);
+  if (text !== undefined) return text;
+  const lenient = bytes.toString('utf8');
+  const line = lenient.slice(0, lenient.indexOf('\ufffd')).split('\n').length;
+  throw new Error(`the file is not UTF-8 text (line ${line}): save it as UTF-8`);
 }
 
 /**

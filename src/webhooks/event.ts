@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { canonicalReview } from '../partner-api/canonicalReview.js';
 import { reviewSchema } from '../partner-api/reviewsSchema.js';
+import { strictUtf8 } from '../strictUtf8.js';
 
 /**
  * The body of a delivery (spec 6.2). Strict about what we store, lenient about extra fields, like
@@ -35,7 +36,8 @@ export type ParseEventResult =
  * told apart from a broken review.created, since no retry of it can ever be stored.
  */
 export function parseEvent(body: Buffer, headerType?: string): ParseEventResult {
-  const text = utf8(body);
+  // The bytes signed and stored keep a leading byte order mark; the text read drops it.
+  const text = strictUtf8(body);
   // Decoded otherwise, the text stored would no longer be the bytes signed: refused whatever the
   // type, as JSON between systems is UTF-8 (RFC 8259 §8.1).
   if (text === undefined) return { ok: false, reason: 'invalid_json', detail: 'body is not UTF-8' };
@@ -80,18 +82,6 @@ export function headerEventType(value: string | string[] | undefined): string | 
     .filter((v) => v !== '');
   if (types.length === 0) return undefined;
   return types.find((type) => type !== REVIEW_CREATED) ?? REVIEW_CREATED;
-}
-
-// fatal: bytes that are not UTF-8 throw instead of becoming U+FFFD. The one leading byte order mark
-// it drops is what RFC 8259 §8.1 lets a parser ignore; the bytes signed and stored keep it.
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
-
-function utf8(body: Buffer): string | undefined {
-  try {
-    return UTF8.decode(body);
-  } catch {
-    return undefined;
-  }
 }
 
 /**
