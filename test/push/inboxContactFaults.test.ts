@@ -277,6 +277,30 @@ describe('the CRM inbox when the platform fails contacts one by one', () => {
   const block = (p: string) => Array.from({ length: 30 }, (_, i) => [`${p}-${i + 1}`, `N${i + 1}`] as const);
   const refusedOfBlock = (p: string) => Array.from({ length: 12 }, (_, i) => `${p}-${i + 6}@example.com`); // 06 to 17
 
+  it('stops the push at a 405 (the contacts route not served there), failing no contact, and sends each once it is', async () => {
+    const inbox = await inboxOf('unrouted', 1);
+    const rows = [
+      ['nr-1', 'A'],
+      ['nr-2', 'B'],
+      ['nr-3', 'C'],
+    ] as const;
+    for (const [key] of rows) faults.set(`${key}@example.com`, { status: 405, body: '' });
+    await inbox.drop('unrouted.csv', csv(rows));
+    await inbox.run();
+    expect(String(await inbox.run())).toContain('POST /contacts answered 405');
+    expect(await inbox.where('unrouted.csv')).toBe('processing');
+    // The first contact stopped it: none is failed, none counted toward giving up.
+    expect(rows.map(([key]) => postsTo(`${key}@example.com`))).toEqual([1, 0, 0]);
+    for (const [key] of rows) expect((await stored(key))?.outcome ?? null).not.toBe('failed');
+
+    for (const [key] of rows) faults.delete(`${key}@example.com`);
+    expect(await inbox.run()).toBe('success');
+    expect(await inbox.where('unrouted.csv')).toBe('processed');
+    const on = await platform();
+    expect(rows.map(([key]) => on.get(key)?.name)).toEqual(['A', 'B', 'C']);
+    expect(rows.map(([key]) => postsTo(`${key}@example.com`))).toEqual([2, 1, 1]);
+  });
+
   it('sends every other contact of an export twelve adjacent contacts of which the platform refuses, at once', async () => {
     const inbox = await inboxOf('block409');
     for (const email of refusedOfBlock('b409')) faults.set(email, jsonError(409, 'conflict'));

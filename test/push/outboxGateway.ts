@@ -24,6 +24,11 @@ export interface GatewayFaults {
    * key's check, a GET, still reaches the sandbox).
    */
   refuse: (body: string) => string | undefined;
+  /**
+   * While true, POSTs of events are answered 405 with no body, not forwarded: a gateway that does
+   * not route the method there.
+   */
+  notRouted: boolean;
   /** Requests forwarded to the platform. */
   forwarded: number;
   /**
@@ -39,6 +44,7 @@ export async function startOutboxGateway(upstream: string) {
     unavailable: 0,
     badGateways: 0,
     refuse: () => undefined,
+    notRouted: false,
     forwarded: 0,
     beforeAnswer: async () => {},
   };
@@ -49,6 +55,11 @@ export async function startOutboxGateway(upstream: string) {
       const body = Buffer.concat(chunks);
       const eventPost = req.method === 'POST' && req.url?.endsWith('/events') === true;
       if (eventPost) await gateway.beforeAnswer(body.toString('utf8'));
+      if (eventPost && gateway.notRouted) {
+        res.writeHead(405, { allow: 'GET' });
+        res.end();
+        return;
+      }
       const refusal = eventPost ? gateway.refuse(body.toString('utf8')) : undefined;
       if (refusal !== undefined || (eventPost && gateway.unavailable > 0)) {
         if (refusal === undefined) gateway.unavailable--;

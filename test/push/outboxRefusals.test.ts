@@ -69,3 +69,41 @@ describe('outbox events answered 403', () => {
     expect(await received('key-off')).toBe(1);
   });
 });
+
+/**
+ * A gateway that does not route POST /events (405): no event can cause one, so none is failed for
+ * it; every event waits, its attempt not counted, and is sent once the route is served again.
+ */
+describe('outbox events answered 405', () => {
+  const fx = outboxGatewayFixture({ seed: 54 });
+  const { row, received } = fx;
+
+  it('keeps every event pending, the attempt not counted, and sends each once the route is back', async () => {
+    await enqueueEvents(fx.db.knex, fx.db, [newEvent('unrouted-1'), newEvent('unrouted-2')]);
+    fx.gateway.notRouted = true;
+    const sender = fx.sender(
+      { scrubber: new SecretScrubber() },
+      { url: fx.gatewayUrl },
+      { worker: 'unrouted', concurrency: 2 },
+    );
+    const held = await sender.drain();
+    expect(held).toMatchObject({ sent: 0, failed: 0, parked: 0, possibleDuplicates: 0 });
+    expect(held.retried).toBeGreaterThanOrEqual(2);
+    for (const key of ['unrouted-1', 'unrouted-2']) {
+      const waiting = await row(key);
+      expect(waiting).toMatchObject({ state: 'pending', possible_duplicate: false, attempts: 0 });
+      expect(waiting?.last_error).toBe(
+        'POST /events answered 405: (no error text) (the route is not served at REVIEWS_API_URL: nothing was processed; kept until it is, by REVIEWS_API_URL or the gateway in front)',
+      );
+    }
+
+    fx.gateway.notRouted = false;
+    // Due again after the policy's maxDelayMs (short in these senders).
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await sender.drain()).toMatchObject({ sent: 2, failed: 0, possibleDuplicates: 0 });
+    for (const key of ['unrouted-1', 'unrouted-2']) {
+      expect(await row(key)).toMatchObject({ state: 'sent', possible_duplicate: false, attempts: 1 });
+      expect(await received(key)).toBe(1);
+    }
+  });
+});

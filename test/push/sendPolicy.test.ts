@@ -222,15 +222,39 @@ describe('the events send policy', () => {
     for (const status of [301, 307, 308]) {
       const said = 'redirected to https://x.example/api/v1/partner/events, not followed: set REVIEWS_API_URL';
       const result = attemptResultOf(new ApiRequestError(said, { route: 'POST /events', status }), text);
-      expect(result).toEqual({ kind: 'redirected', error: `POST /events answered ${status}: ${said}` });
+      expect(result).toEqual({ kind: 'misrouted', error: `POST /events answered ${status}: ${said}` });
       expect(decideAfterAttempt(result, 3, policy, half)).toEqual({
         state: 'pending',
         delayMs: policy.maxDelayMs,
-        error: result.kind === 'redirected' ? result.error : '',
+        error: result.kind === 'misrouted' ? result.error : '',
         possibleDuplicate: false,
         refund: true,
       });
     }
+  });
+
+  it('a 405 (the route not served there) keeps the event without counting the attempt; a 404 refuses it', () => {
+    const result = attemptResultOf(
+      new ApiRequestError('(no error text)', { route: 'POST /events', status: 405 }),
+      text,
+    );
+    expect(result).toEqual({
+      kind: 'misrouted',
+      error:
+        'POST /events answered 405: (no error text) (the route is not served at REVIEWS_API_URL: nothing was processed; kept until it is, by REVIEWS_API_URL or the gateway in front)',
+    });
+    expect(decideAfterAttempt(result, 3, policy, half)).toMatchObject({
+      state: 'pending',
+      delayMs: policy.maxDelayMs,
+      possibleDuplicate: false,
+      refund: true,
+    });
+    // The platform's answer to an event for an unknown contact is not shown: a 404 may be that.
+    const notFound = attemptResultOf(
+      new ApiRequestError('no such contact', { route: 'POST /events', status: 404 }),
+      text,
+    );
+    expect(notFound.kind).toBe('refused');
   });
 
   it('a 504 from a gateway is an unknown outcome: the platform may have acted on the POST', () => {

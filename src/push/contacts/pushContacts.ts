@@ -352,7 +352,7 @@ async function sendStaged(
     const result = contactAttemptResultOf(error, () => text);
     // Nothing can be sent until an operator acts: the contact stays pending, and so do those not
     // yet sent. Stopped before this task ends, so the queue starts no other.
-    if (result.kind === 'unauthorized' || result.kind === 'redirected') return stop(error);
+    if (result.kind === 'unauthorized' || result.kind === 'misrouted') return stop(error);
     const heldOff = retryAfterStopOf(error);
     if (heldOff !== undefined) return askedToWait(row, heldOff, error);
     if (result.kind === 'refused') platformAnswered = true;

@@ -58,11 +58,13 @@ export type AttemptResult =
   /** The API key was refused: nothing is sent until an operator acts; the event stays as it was. */
   | { readonly kind: 'unauthorized'; readonly error: string }
   /**
-   * A 3xx: the client follows no redirect, so the platform did nothing. The base URL is wrong (an
-   * http:// one redirected to https://, a moved host): as with a refused key, nothing is sent
+   * The route is not served where the request went, so the platform did nothing: a 3xx (the
+   * client follows no redirect: an http:// base URL redirected to https://, a moved host), or a
+   * 405 (the method is not taken there: a gateway that does not route it, a base URL pointing at
+   * another service). No event or contact can cause one. As with a refused key, nothing is sent
    * until an operator fixes it.
    */
-  | { readonly kind: 'redirected'; readonly error: string };
+  | { readonly kind: 'misrouted'; readonly error: string };
 
 export type OutboxDecision =
   | { readonly state: 'sent'; readonly id: string | null; readonly status: string | null }
@@ -135,6 +137,14 @@ export class UnsendableEventError extends Error {
  */
 const NOT_PROCESSED_STATUSES: ReadonlySet<number> = new Set([429, 503]);
 
+/**
+ * A 405 (Method Not Allowed) says the method is not served at that address at all, whatever the
+ * body: the route is wrong, not the record, and a 4xx was not acted on. Not a 404: how the
+ * platform answers an event for an email it has no contact for is not shown (spec 4.2, 7), and a
+ * 404 may be that refusal of one event. Not a 501 either: a 5xx, in doubt an unknown outcome.
+ */
+const ROUTE_NOT_SERVED = 405;
+
 /** Classifies what the API client threw. `describe` turns an error into its scrubbed text. */
 export function attemptResultOf(error: unknown, describe: (e: unknown) => string): AttemptResult {
   // Failed before anything left this process (see provenNotSent): sent again later, as the
@@ -159,9 +169,15 @@ export function attemptResultOf(error: unknown, describe: (e: unknown) => string
   const text = describe(error);
   if (error instanceof ApiAuthError) return { kind: 'unauthorized', error: text };
   if (error instanceof ApiRequestError) {
+    if (error.status === ROUTE_NOT_SERVED) {
+      return {
+        kind: 'misrouted',
+        error: `${text} (the route is not served at REVIEWS_API_URL: nothing was processed; kept until it is, by REVIEWS_API_URL or the gateway in front)`,
+      };
+    }
     if (error.status >= 300 && error.status <= 399) {
       // The client's text says where it leads and that REVIEWS_API_URL is to be set to it.
-      return { kind: 'redirected', error: text };
+      return { kind: 'misrouted', error: text };
     }
     // 408 and 409 are the platform's way of saying "not now", not "never": the platform did not
     // act on it, so sending it again is harmless.
@@ -205,7 +221,7 @@ export function decideAfterAttempt(
     case 'refused':
       return { state: 'failed', error: result.error };
     case 'unauthorized':
-    case 'redirected':
+    case 'misrouted':
       return {
         state: 'pending',
         delayMs: policy.maxDelayMs,
