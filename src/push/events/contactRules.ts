@@ -15,6 +15,8 @@ export const RULE_METADATA_KEYS: ReadonlyMap<string, string> = new Map([
 /**
  * The events a CRM row fires under the configured rules. The key is the rule, the contact and the
  * value: a contact whose status becomes `closed` fires once, however often the export is imported.
+ * A contact is known by its external_id, or by its email while it has none: once it gains one, the
+ * event an earlier export fired under its email is the same event (`sameAs`), not a new one.
  */
 export function eventsOfRow(
   fields: Readonly<Record<string, string>>,
@@ -25,14 +27,17 @@ export function eventsOfRow(
   for (const rule of rules) {
     const value = fields[rule.column]?.trim();
     if (value === undefined || value !== rule.equals) continue;
+    const byEmail = `rule:${rule.name}:${row.contact.email.toLowerCase()}:${value}`;
+    const key = `rule:${rule.name}:${row.key}:${value}`;
     events.push({
-      key: `rule:${rule.name}:${row.key}:${value}`,
+      key,
       email: row.contact.email,
       contactId: null,
       eventType: rule.event_type,
       professionalId: row.contact.professional_id,
       metadata: { rule: rule.name, [rule.column]: value, external_id: row.contact.external_id },
       source: 'rule',
+      ...(key === byEmail ? {} : { sameAs: byEmail }),
     });
   }
   return events;

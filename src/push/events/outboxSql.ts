@@ -10,6 +10,12 @@ export interface NewEvent {
   readonly professionalId: string | null;
   readonly metadata: Record<string, unknown> | null;
   readonly source: 'sql' | 'cli' | 'file' | 'rule';
+  /**
+   * Another key the same event may have been enqueued under before (a rule's event of a contact
+   * known by its email until it gained an external_id): while that key is remembered, this event
+   * is not enqueued, so the person is not asked twice for one change.
+   */
+  readonly sameAs?: string | undefined;
 }
 
 /** A claimed event, as the sender needs it. */
@@ -71,7 +77,7 @@ export interface RecordedDecision {
 
 /**
  * Enqueues the events whose keys were never enqueued (or were forgotten after the key retention),
- * the first of a key within `events` winning. A key enters event_keys in the same statement and
+ * and whose `sameAs` key is not remembered either, the first of a key within `events` winning. A key enters event_keys in the same statement and
  * stays there for as long as it is remembered, so it is the gate: only a key newly inserted there
  * is enqueued (as by enqueue_event), and no prune of its outbox row can let it through again.
  */
@@ -79,10 +85,14 @@ export async function enqueueEvents(q: Queryable, db: Tables, events: readonly N
   if (events.length === 0) return 0;
   const { rows } = (await q.raw(
     `with input as (
-       select * from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])
-         with ordinality as t(key, email, contact_id, event_type, professional_id, metadata, source, ord)
+       select * from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])
+         with ordinality as t(key, email, contact_id, event_type, professional_id, metadata, source, same_as, ord)
      ),
-     firsts as (select distinct on (key) * from input order by key, ord),
+     firsts as (
+       select distinct on (key) * from input i
+        where i.same_as is null or not exists (select 1 from ?? k where k.idempotency_key = i.same_as)
+        order by key, ord
+     ),
      -- In key order: concurrent enqueues of overlapping keys queue behind each other, not deadlock.
      fresh as (
        insert into ?? (idempotency_key) select key from firsts order by key
@@ -103,6 +113,8 @@ export async function enqueueEvents(q: Queryable, db: Tables, events: readonly N
       events.map((e) => e.professionalId) as string[],
       events.map((e) => (e.metadata === null ? null : JSON.stringify(e.metadata))) as string[],
       events.map((e) => e.source),
+      events.map((e) => e.sameAs ?? null) as string[],
+      db.table('event_keys'),
       db.table('event_keys'),
       db.table('events_outbox'),
     ],
