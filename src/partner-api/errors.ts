@@ -75,11 +75,20 @@ export class ApiRequestError extends FatalError {
   readonly status: number;
   /** The platform's `error` text (or a short excerpt of the body when it had none). */
   readonly platformError: string;
-  constructor(platformError: string, details: ApiErrorDetails & { status: number }) {
+  /**
+   * Where a 3xx (never followed) leads, without its query, scrubbed: a caller reading one record
+   * can tell the record moved (another slug) from the whole base URL moving.
+   */
+  readonly redirectedTo: string | undefined;
+  constructor(
+    platformError: string,
+    details: ApiErrorDetails & { status: number; redirectedTo?: string | undefined },
+  ) {
     super(`${details.route} answered ${details.status}: ${platformError}`, { cause: details.cause });
     this.route = details.route;
     this.status = details.status;
     this.platformError = platformError;
+    this.redirectedTo = details.redirectedTo;
   }
 }
 

@@ -278,7 +278,8 @@ export function makeHttpClient(options: HttpClientOptions): HttpClient {
       throw new AttemptFailure(reason, idempotent || status === 429, error, retryAfterMs);
     }
     if (status >= 300 && status <= 399) {
-      throw new ApiRequestError(redirectText(headers.location, scrubber), { route, status });
+      const redirectedTo = redirectTarget(headers.location, scrubber);
+      throw new ApiRequestError(redirectText(redirectedTo), { route, status, redirectedTo });
     }
     if (status < 200 || status > 299) throw new ApiRequestError(platformErrorText(text), { route, status });
     // The answer of a request that acted (a POST, a DELETE), when the caller can do without it:
@@ -526,13 +527,21 @@ export const NO_ERROR_TEXT = '(no error text)';
 
 /**
  * The error text of a redirect, which the client never follows: the key goes to REVIEWS_API_URL's
- * host and nowhere else. Where it leads, without its query (which may carry a token), scrubbed.
+ * host and nowhere else.
  */
-function redirectText(location: string | string[] | undefined, scrubber: SecretScrubber): string {
+function redirectText(to: string | undefined): string {
+  const where = to === undefined ? '' : ` to ${to}`;
+  return `redirected${where}, not followed: the platform's base URL (REVIEWS_API_URL) is redirected; set it to where it leads`;
+}
+
+/** Where a redirect leads, without its query (which may carry a token), scrubbed; undefined if nowhere. */
+function redirectTarget(
+  location: string | string[] | undefined,
+  scrubber: SecretScrubber,
+): string | undefined {
   const first = Array.isArray(location) ? location[0] : location;
   const to = first?.split(/[?#]/, 1)[0]?.trim().slice(0, 200);
-  const where = to === undefined || to === '' ? '' : ` to ${scrubber.scrub(storableText(to))}`;
-  return `redirected${where}, not followed: the platform's base URL (REVIEWS_API_URL) is redirected; set it to where it leads`;
+  return to === undefined || to === '' ? undefined : scrubber.scrub(storableText(to));
 }
 
 /**

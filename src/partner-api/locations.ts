@@ -46,6 +46,8 @@ export function makeLocationsApi(http: HttpClient, options: ResourceOptions): Lo
       http.request('GET', `/locations/${encodeURIComponent(slug)}`, {
         route: SINGLE_ROUTE,
         schema: locationSchema,
+        // `200 {"error": …}` is no record: failed with the platform's words, not as a bad schema.
+        refusalInBody: true,
         signal,
       }),
     read: (slug, signal) =>

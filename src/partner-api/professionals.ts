@@ -60,6 +60,8 @@ export function makeProfessionalsApi(http: HttpClient, options: ResourceOptions)
       http.request('GET', `/professionals/${encodeURIComponent(slug)}`, {
         route: SINGLE_ROUTE,
         schema: professionalSchema,
+        // `200 {"error": …}` is no record: failed with the platform's words, not as a bad schema.
+        refusalInBody: true,
         signal,
       }),
     read: (slug, signal) =>

@@ -2,8 +2,9 @@ import type { ContactRecord } from './store.js';
 
 /**
  * A company's contacts looked up as the platform matches them — by id, by external_id, by
- * case-insensitive email (the earliest created first, as a scan in creation order would find) —
- * in constant time, so a 100,000-row CRM push costs the sandbox no quadratic scan.
+ * case-insensitive email (the earliest created first, as a scan in creation order would find;
+ * several contacts may share one email, each under its own external_id) — in constant time for
+ * one email, so a 100,000-row CRM push costs the sandbox no quadratic scan.
  */
 export class ContactIndex {
   readonly all: ContactRecord[] = [];
@@ -20,8 +21,9 @@ export class ContactIndex {
     return this.#byExternalId.get(externalId);
   }
 
-  byEmail(email: string): ContactRecord | undefined {
-    return this.#byEmail.get(email.toLowerCase())?.[0];
+  /** The earliest contact of this email, of those `which` accepts (all when omitted). */
+  byEmail(email: string, which: (contact: ContactRecord) => boolean = () => true): ContactRecord | undefined {
+    return this.#byEmail.get(email.toLowerCase())?.find(which);
   }
 
   add(contact: ContactRecord): void {

@@ -95,8 +95,19 @@ export class FaultPlan {
     return undefined;
   }
 
-  get retryAfterSeconds(): number {
-    return this.#faults.partner?.retryAfterSeconds ?? 1;
+  /**
+   * The `Retry-After` of an injected 429 (1 s unless `retryAfterSeconds` says otherwise) or 503
+   * (only when `retryAfterSeconds` is given: many a 503 says nothing of when to come back), in
+   * `retryAfterForm`; undefined for none. A date is rounded up to the next whole second, the
+   * precision of an HTTP date, so a client waiting until it never comes back early.
+   */
+  retryAfterHeader(status: 429 | 503, nowMs: number): string | undefined {
+    const f = this.#faults.partner;
+    const seconds = f?.retryAfterSeconds ?? (status === 429 ? 1 : undefined);
+    const form = f?.retryAfterForm ?? 'seconds';
+    if (seconds === undefined || form === 'absent') return undefined;
+    if (form === 'seconds') return String(seconds);
+    return new Date(Math.ceil(nowMs / 1000) * 1000 + seconds * 1000).toUTCString();
   }
 
   /** Whether a delivered event is sent a second time. */

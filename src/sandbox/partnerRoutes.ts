@@ -148,15 +148,14 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRoutes
       case 'error500':
         return reply.code(500).send({ error: echo('Internal server error') });
       case 'error429':
-        return reply
-          .code(429)
-          .header('retry-after', String(faults.retryAfterSeconds))
-          .send({ error: echo('Too many requests') });
       case 'error503': {
-        // Many a 503 says nothing of when to come back: a Retry-After only when the test asks.
-        const retryAfter = faults.current.partner?.retryAfterSeconds;
-        if (retryAfter !== undefined) reply.header('retry-after', String(retryAfter));
-        return reply.code(503).send({ error: echo('Service unavailable') });
+        const status = fault.outcome === 'error429' ? 429 : 503;
+        // The wall clock, not the store's: a client compares an HTTP date with its own.
+        const retryAfter = faults.retryAfterHeader(status, Date.now());
+        if (retryAfter !== undefined) reply.header('retry-after', retryAfter);
+        return reply
+          .code(status)
+          .send({ error: echo(status === 429 ? 'Too many requests' : 'Service unavailable') });
       }
       case 'truncated':
         request.truncate = true;

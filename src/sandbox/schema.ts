@@ -98,6 +98,8 @@ export const seedBody = z.object({
 
 const fraction = z.number().min(0).max(1);
 
+export const RETRY_AFTER_FORMS = ['seconds', 'http-date', 'absent'] as const;
+
 export const INVALID_REVIEW_SHAPES = ['rating', 'created_at', 'missing_id'] as const;
 export type InvalidReviewShape = (typeof INVALID_REVIEW_SHAPES)[number];
 
@@ -128,6 +130,11 @@ export const partnerFaultsSchema = z
     /** 503, with a Retry-After only when `retryAfterSeconds` is given: a platform down for maintenance. */
     error503: fraction.optional(),
     retryAfterSeconds: z.int().min(0).max(86_400).optional(),
+    /**
+     * How an injected 429 or 503 writes its Retry-After: `seconds` (the default), `http-date` (the
+     * moment `retryAfterSeconds` from now, as an IMF-fixdate), or `absent` (no header at all).
+     */
+    retryAfterForm: z.enum(RETRY_AFTER_FORMS).optional(),
     delay: fraction.optional(),
     delayMs: z.int().min(0).max(600_000).optional(),
     hang: fraction.optional(),

@@ -562,12 +562,21 @@ export class Store {
     return id;
   }
 
-  /** Matches on external_id first, then on the email (case-insensitive), else creates. */
+  /**
+   * Matches on external_id first, then on the email (case-insensitive): any contact of it when no
+   * external_id is given, else only one without an external_id. Else creates.
+   */
   upsertContact(company: Company, input: ContactInput): { contact: ContactRecord; created: boolean } {
     const professionalId = this.#professionalOf(company, input.professional_id);
+    // Spec 4.1 names external_id the upsert key: an external_id matches its own contact, or one
+    // known by its email alone (made by an event), never a contact under another external_id,
+    // which would merge two CRM records of one email and take the first one's key away.
+    const externalId = input.external_id ?? undefined;
     const existing =
-      (input.external_id == null ? undefined : company.contacts.byExternalId(input.external_id)) ??
-      company.contacts.byEmail(input.email);
+      externalId === undefined
+        ? company.contacts.byEmail(input.email)
+        : (company.contacts.byExternalId(externalId) ??
+          company.contacts.byEmail(input.email, (c) => c.externalId === null));
     const now = this.#now();
     if (existing !== undefined) {
       company.contacts.update(existing, {

@@ -99,6 +99,62 @@ describe('provisioning at its edges', () => {
     expect(posts.has('Dune')).toBe(false);
   });
 
+  it('fails only the row whose slug the platform redirects, naming the slug it leads to, not REVIEWS_API_URL', async () => {
+    const file = {
+      locations: [
+        { name: 'Annex', slug: 'annex' },
+        { name: 'Bay', slug: 'bay' },
+        { name: 'Cove', slug: 'cove' },
+      ],
+    };
+    const { results } = await run(file, (req) => {
+      if (req.path === '/locations/annex') {
+        // An old slug the platform keeps redirecting to the record's new one.
+        return { status: 301, body: '', headers: { location: '/api/v1/partner/locations/annex-east' } };
+      }
+      if (req.path === '/locations/cove') {
+        // The same path on another host: this is the base URL moving, not the record.
+        return {
+          status: 301,
+          body: '',
+          headers: { location: 'https://moved.example/api/v1/partner/locations/cove' },
+        };
+      }
+      if (req.method === 'POST') return { status: 201, body: location({ id: 8, slug: 'bay', name: 'Bay' }) };
+      return req.path === '/locations' ? emptyListing('locations') : NOT_FOUND;
+    });
+    const [annex, bay, cove] = results;
+    expect(annex).toMatchObject({ outcome: 'failed' });
+    expect(annex!.error).toMatch(/slug annex is redirected by the platform to location slug annex-east/);
+    expect(annex!.error).toMatch(/if it is the same location, write slug annex-east in the file/);
+    expect(annex!.error).not.toMatch(/REVIEWS_API_URL/);
+    expect(bay).toMatchObject({ outcome: 'created', slug: 'bay' });
+    expect(cove).toMatchObject({ outcome: 'failed' });
+    expect(cove!.error).toMatch(/REVIEWS_API_URL/);
+  });
+
+  it("fails a row whose slug read answers 200 with an error by the platform's words, scrubbed, not as a schema error", async () => {
+    const file = {
+      locations: [{ name: 'Annex', slug: 'annex' }],
+      professionals: [{ first_name: 'Ann', last_name: 'Lee', email: 'ann@x.example', slug: 'ann-lee' }],
+    };
+    const { results } = await run(file, (req) => {
+      if (req.path === '/locations/annex' || req.path === '/professionals/ann-lee') {
+        return { status: 200, body: { error: 'lookup refused for api key rm-test-key' } };
+      }
+      if (req.method === 'POST') throw new Error('nothing is to be created');
+      return NOT_FOUND;
+    });
+    expect(results.map((r) => r.outcome)).toEqual(['failed', 'failed']);
+    for (const result of results) {
+      expect(result.error).toMatch(
+        /answered 200 with an error instead of the record: lookup refused for api key/,
+      );
+      expect(result.error).not.toMatch(/invalid body/);
+      expect(result.error).not.toContain('rm-test-key');
+    }
+  });
+
   it('waits the whole PROVISION_WAIT_SECONDS for a survey URL before saying it was not ready', async () => {
     // The location's survey URL appears 1.5 s after its create: within the 2 s the run waits.
     let createdAt: number | undefined;

@@ -113,6 +113,24 @@ professionals:
     ]);
   });
 
+  it('reads a list key with every entry commented out as an empty list, not a refused file', () => {
+    // Commenting out every entry leaves `locations:` with no value, which YAML reads as null.
+    const plan = parseProvisionFile(`
+locations:
+  # - name: Downtown Office
+professionals:
+  - { first_name: Ann, last_name: Lee, email: ann@example.com }
+`);
+    expect(plan.locations).toEqual([]);
+    expect(plan.professionals.map((p) => p.label)).toEqual(['professionals[0] "ann@example.com"']);
+    expect(plan.invalid).toEqual([]);
+
+    const none = parseProvisionFile('locations:\n  - { name: Downtown }\nprofessionals:\n');
+    expect(none.locations.map((l) => l.label)).toEqual(['locations[0] "Downtown"']);
+    expect(none.professionals).toEqual([]);
+    expect(parseProvisionFile(JSON.stringify({ locations: null, professionals: null })).invalid).toEqual([]);
+  });
+
   it.each([
     ['locations: [a', /^the file is neither YAML nor JSON: /],
     ['- just a list', /^the file must be a mapping \(expected \{locations/],

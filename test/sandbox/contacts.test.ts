@@ -17,7 +17,7 @@ describe('contacts and events', () => {
   });
   afterAll(() => sandbox.close());
 
-  it('upserts on external_id first, then email case-insensitively, else creates', async () => {
+  it('upserts on external_id first, then email case-insensitively when either side has no external_id, else creates', async () => {
     const created = await api('POST', '/contacts', {
       email: 'Kim@Example.com',
       name: 'Kim',
@@ -38,17 +38,61 @@ describe('contacts and events', () => {
     expect(byExternal.status).toBe(200);
     expect(byExternal.json.contact).toMatchObject({ id, email: 'kim.new@example.com', name: 'Kim Lee' });
 
-    // An unknown external_id falls back to the email match, which then takes the new external_id.
-    const relinked = await api('POST', '/contacts', { email: 'KIM.NEW@example.com', external_id: 'crm-2' });
-    expect(relinked.status).toBe(200);
-    expect(relinked.json.contact).toMatchObject({ id, external_id: 'crm-2' });
+    // A contact known by its email alone (an event's) takes the external_id of the first upsert naming it.
+    await api('POST', '/events', { email: 'Lee@Example.com', event_type: 'matter.closed' });
+    const attached = await api('POST', '/contacts', { email: 'lee@example.com', external_id: 'crm-4' });
+    expect(attached.status).toBe(200);
+    expect(attached.json.contact).toMatchObject({ email: 'lee@example.com', external_id: 'crm-4' });
 
     const other = await api('POST', '/contacts', { email: 'someone@example.com', external_id: 'crm-3' });
     expect(other.status).toBe(201);
     expect(other.json.contact.id).not.toBe(id);
 
     const truth = await control.truth(sandbox.companyId);
-    expect(truth.contacts).toHaveLength(2);
+    expect(truth.contacts).toHaveLength(3);
+  });
+
+  it('keeps each external_id its own contact: another external_id with a known email is another contact (spec 4.1)', async () => {
+    const first = await api('POST', '/contacts', {
+      email: 'Pat@Example.com',
+      name: 'Pat',
+      external_id: 'hh-1',
+    });
+    expect(first.status).toBe(201);
+    // A second CRM record sharing the household's email: upserted by its own key, not merged.
+    const second = await api('POST', '/contacts', {
+      email: 'pat@example.com',
+      name: 'Sam',
+      external_id: 'hh-2',
+    });
+    expect(second.status).toBe(201);
+    expect(second.json.contact).toMatchObject({ name: 'Sam', external_id: 'hh-2' });
+    expect(second.json.contact.id).not.toBe(first.json.contact.id);
+
+    // Each key upserts its own contact, again and again, and neither takes the other's key.
+    const again = await api('POST', '/contacts', {
+      email: 'pat@example.com',
+      name: 'Pat Lee',
+      external_id: 'hh-1',
+    });
+    expect(again.status).toBe(200);
+    expect(again.json.contact).toMatchObject({
+      id: first.json.contact.id,
+      name: 'Pat Lee',
+      external_id: 'hh-1',
+    });
+    const contacts = (await control.truth(sandbox.companyId)).contacts.filter(
+      (c) => c.email.toLowerCase() === 'pat@example.com',
+    );
+    expect(contacts.map((c) => [c.external_id, c.name])).toEqual([
+      ['hh-1', 'Pat Lee'],
+      ['hh-2', 'Sam'],
+    ]);
+
+    // Without an external_id, the email finds the earliest of them, as before.
+    const byEmail = await api('POST', '/contacts', { email: 'PAT@example.com' });
+    expect(byEmail.status).toBe(200);
+    expect(byEmail.json.contact.id).toBe(first.json.contact.id);
   });
 
   it('requires email, validates professional_id, and scopes contacts per company', async () => {

@@ -62,6 +62,34 @@ describe('fault injection on partner requests', () => {
     expect(timed.headers.get('retry-after')).toBe('600');
   });
 
+  it('writes the Retry-After of a 429 or 503 in the form asked for: seconds, an HTTP date, or none', async () => {
+    await control.setFaults({ partner: { error429: 1, retryAfterSeconds: 90, retryAfterForm: 'seconds' } });
+    expect((await api('GET', '/reviews?limit=1')).headers.get('retry-after')).toBe('90');
+
+    await control.setFaults({ partner: { error429: 1, retryAfterSeconds: 90, retryAfterForm: 'http-date' } });
+    const before = Date.now();
+    const dated = await api('GET', '/reviews?limit=1');
+    const after = Date.now();
+    expect(dated.status).toBe(429);
+    const date = dated.headers.get('retry-after')!;
+    expect(date).toMatch(/^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/);
+    // Never earlier than asked; at most the second an HTTP date cannot tell apart later.
+    expect(Date.parse(date)).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000 + 90_000);
+    expect(Date.parse(date)).toBeLessThanOrEqual(Math.ceil(after / 1000) * 1000 + 90_000);
+
+    await control.setFaults({ partner: { error429: 1, retryAfterForm: 'absent' } });
+    const bare = await api('GET', '/reviews?limit=1');
+    expect(bare.status).toBe(429);
+    expect(bare.headers.get('retry-after')).toBeNull();
+
+    await control.setFaults({ partner: { error503: 1, retryAfterSeconds: 30, retryAfterForm: 'http-date' } });
+    const down = await api('GET', '/reviews?limit=1');
+    expect(down.status).toBe(503);
+    expect(Date.parse(down.headers.get('retry-after')!)).toBeGreaterThan(Date.now());
+    await control.setFaults({ partner: { error503: 1, retryAfterForm: 'http-date' } });
+    expect((await api('GET', '/reviews?limit=1')).headers.get('retry-after')).toBeNull();
+  });
+
   it('cuts a truncated answer in half', async () => {
     const whole = await api('GET', '/reviews?limit=10');
     await control.setFaults({ partner: { truncated: 1 } });

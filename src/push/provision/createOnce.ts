@@ -36,19 +36,6 @@ export class CreateUncertainError extends Error {
 }
 
 /**
- * Reads `slug` back: the record, or undefined on 404. Other failures throw (the transport has
- * already retried the GET), and then nobody can tell whether the record exists.
- */
-export async function readIfExists<T>(read: () => Promise<T>): Promise<T | undefined> {
-  try {
-    return await read();
-  } catch (error) {
-    if (error instanceof ApiRequestError && error.status === 404) return undefined;
-    throw error;
-  }
-}
-
-/**
  * Where a create whose answer was lost may have left its record, and whether it may be sent again.
  */
 export interface LandedLookup<T> {

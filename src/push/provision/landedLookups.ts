@@ -2,10 +2,11 @@ import type { PartnerApi } from '../../partner-api/client.js';
 import { ApiAuthError } from '../../partner-api/errors.js';
 import type { Location } from '../../partner-api/locationsSchema.js';
 import type { Professional, ProfessionalListItem } from '../../partner-api/professionalsSchema.js';
-import { type LandedLookup, readIfExists } from './createOnce.js';
+import type { LandedLookup } from './createOnce.js';
 import { listEvery } from './listEvery.js';
 import type { LocationSpec, ProfessionalSpec, ProvisionPlan } from './provisionFile.js';
 import { describesLocation, describesProfessional, madeSince } from './sameRecord.js';
+import { readLocation, readProfessional } from './slugReads.js';
 
 /**
  * How one run finds its records beyond their slugs (which the platform may not keep): the listing
@@ -63,7 +64,7 @@ export function makeLandedLookups(
       return {
         duplicateRefused: false,
         find: async () => {
-          const bySlug = await readIfExists(() => api.locations.get(spec.body.slug, signal));
+          const bySlug = await readLocation(api, spec.body.slug, signal);
           if (bySlug !== undefined) return bySlug;
           const made = madeSince(
             before,
@@ -80,7 +81,7 @@ export function makeLandedLookups(
       return {
         duplicateRefused: true,
         find: async () => {
-          const bySlug = await readIfExists(() => api.professionals.get(spec.body.slug, signal));
+          const bySlug = await readProfessional(api, spec.body.slug, signal);
           if (bySlug !== undefined || before === undefined) return bySlug;
           const made = madeSince(
             before,

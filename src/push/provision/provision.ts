@@ -10,10 +10,11 @@ import type { Location } from '../../partner-api/locationsSchema.js';
 import type { Professional, ProfessionalListItem } from '../../partner-api/professionalsSchema.js';
 import type { RetryPolicy } from '../../partner-api/retryPolicy.js';
 import { mapBounded } from '../../pull/mapBounded.js';
-import { CreateUncertainError, createOnce, readIfExists } from './createOnce.js';
+import { CreateUncertainError, createOnce } from './createOnce.js';
 import { makeLandedLookups } from './landedLookups.js';
 import type { LocationSpec, ProfessionalSpec, ProvisionPlan } from './provisionFile.js';
 import { sameText } from './sameRecord.js';
+import { readLocation, readProfessional } from './slugReads.js';
 
 /**
  * created/existed/failed, or in a dry run: would-create/exists. A run cut short (a signal, the
@@ -112,7 +113,7 @@ export async function provision(
     plan.locations,
     options.concurrency,
     perRecord(signal, resultFor, async (spec, result) => {
-      const existing = await readIfExists(() => api.locations.get(spec.body.slug, signal));
+      const existing = await readLocation(api, spec.body.slug, signal);
       if (existing !== undefined && spec.derivedSlug && !sameText(existing.name, spec.body.name)) {
         // Different names can derive one slug (a non-Latin name becomes `location`; a long one is
         // cut at 60 characters): reporting the other location would hand out its survey URL.
@@ -152,7 +153,7 @@ export async function provision(
     if (locationIds.has(slug)) return { id: locationIds.get(slug) };
     const failed = failedLocations.get(slug);
     if (failed !== undefined) return { error: `its location ${slug} was not created (${failed})` };
-    const onPlatform = await readIfExists(() => api.locations.get(slug, signal));
+    const onPlatform = await readLocation(api, slug, signal);
     if (onPlatform === undefined) {
       const setAside = plan.setAsideLocations.get(slug);
       return {
@@ -170,7 +171,7 @@ export async function provision(
     plan.professionals,
     options.concurrency,
     perRecord(signal, resultFor, async (spec, result) => {
-      const existing = await readIfExists(() => api.professionals.get(spec.body.slug, signal));
+      const existing = await readProfessional(api, spec.body.slug, signal);
       if (existing !== undefined) return settleFound(result, { kind: 'professional', record: existing });
       // Only a professional still to create needs its location to exist.
       const location = spec.location === undefined ? { id: undefined } : await locationOf(spec.location);

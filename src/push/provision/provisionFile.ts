@@ -78,10 +78,17 @@ const professionalSchema = z.strictObject({
   active,
 });
 
+// A key whose every entry is commented out (`locations:` alone) is YAML's null: no records, as a
+// key left out is, not a file refused whole.
+const recordList = z
+  .array(z.unknown(), { error: 'must be a list' })
+  .nullish()
+  .transform((records) => records ?? []);
+
 const fileSchema = z.strictObject(
   {
-    locations: z.array(z.unknown(), { error: 'must be a list' }).default([]),
-    professionals: z.array(z.unknown(), { error: 'must be a list' }).default([]),
+    locations: recordList,
+    professionals: recordList,
   },
   { error: (issue) => (issue.code === 'invalid_type' ? 'must be a mapping' : undefined) },
 );
@@ -191,20 +198,17 @@ export function parseProvisionFile(source: string): ProvisionPlan {
   const professionals: ProfessionalSpec[] = [];
   file.data.professionals.forEach((record, index) => {
     const label = labelOf('professionals', index, record, (r) => r.email);
+    const setAside = (reason: string, slug: string | null = null) => {
+      invalid.push({ kind: 'professional', index, label, slug, reason });
+    };
     const twice = repeated.get(`professionals[${index}]`);
     if (twice !== undefined) {
-      invalid.push({
-        kind: 'professional',
-        index,
-        label,
-        slug: null,
-        reason: `has the field ${twice} twice`,
-      });
+      setAside(`has the field ${twice} twice`);
       return;
     }
     const parsed = professionalSchema.safeParse(record);
     if (!parsed.success) {
-      invalid.push({ kind: 'professional', index, label, slug: null, reason: issueText(parsed.error) });
+      setAside(issueText(parsed.error));
       return;
     }
     const { location, ...p } = parsed.data;
@@ -212,13 +216,7 @@ export function parseProvisionFile(source: string): ProvisionPlan {
     const email = p.email.toLowerCase();
     const sameEmail = emailsSeen.get(email);
     if (sameEmail !== undefined) {
-      invalid.push({
-        kind: 'professional',
-        index,
-        label,
-        slug,
-        reason: `email ${p.email} is already ${sameEmail}'s`,
-      });
+      setAside(`email ${p.email} is already ${sameEmail}'s`, slug);
       return;
     }
     if (!claim('professional', index, slug, label)) return;
