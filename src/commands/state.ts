@@ -129,10 +129,25 @@ async function confirm(question: string): Promise<void> {
     throw new Error('state reset: stdin is not a terminal to confirm on; pass --yes to reset');
   }
   const rl = createInterface({ input: process.stdin, output: process.stderr });
+  // Ctrl-C or Ctrl-D at the prompt closes it. Before Node 20.19.5 (nodejs/node#54030) that left
+  // the question unsettled, and the command ended on an unsettled await (exit 13, a warning)
+  // instead of saying nothing changed: the answer is given up on here, whatever the version. A
+  // SIGINT listener makes readline report Ctrl-C instead of closing.
+  const interrupted = new AbortController();
+  const giveUp = () => interrupted.abort();
+  rl.on('SIGINT', giveUp);
+  rl.on('close', giveUp);
   try {
-    const answer = await rl.question(`${question} [y/N] `);
+    const answer = await rl
+      .question(`${question} [y/N] `, { signal: interrupted.signal })
+      .catch((error: unknown) => {
+        if (interrupted.signal.aborted)
+          throw new Error('state reset: interrupted at the confirmation; nothing changed');
+        throw error;
+      });
     if (!/^y(es)?$/i.test(answer.trim())) throw new Error('state reset: not confirmed; nothing changed');
   } finally {
+    rl.off('close', giveUp);
     rl.close();
   }
 }

@@ -399,6 +399,10 @@ export const envSchema = z
       .string()
       .trim()
       .refine((v) => v === '' || (URL.canParse(v) && /^https?:$/.test(new URL(v).protocol)), 'must be a URL')
+      .refine(
+        (v) => v === '' || !URL.canParse(v) || publicUrlSchemeAccepted(new URL(v)),
+        'must be an https:// URL: the platform refuses HTTP webhook URLs at registration (spec 4.6 and 8), so every run would fail to register it; http:// is taken only for a loopback host (localhost, 127.0.0.1, [::1]), which only a local sandbox delivers to',
+      )
       .transform((v) => (v === '' ? undefined : v))
       .optional(),
     WEBHOOK_HEALTH_CRON: cron('*/5 * * * *'),
@@ -510,6 +514,17 @@ export interface Config {
     readonly tlsCertFile: string | undefined;
     readonly tlsKeyFile: string | undefined;
   };
+}
+
+/**
+ * Whether the platform can be asked to deliver to `url`: it takes HTTPS only (spec 4.6, 8). HTTP
+ * is kept for a loopback host, which no platform on another machine could deliver to anyway: the
+ * sandbox (`review-mirror sandbox --allow-http-webhooks`, the demo, the tests) registers such
+ * URLs for a receiver running without TLS beside it.
+ */
+function publicUrlSchemeAccepted(url: URL): boolean {
+  if (url.protocol === 'https:') return true;
+  return url.hostname === 'localhost' || url.hostname === '[::1]' || /^127(\.\d{1,3}){3}$/.test(url.hostname);
 }
 
 /** Bad configuration: fatal (no retry helps until someone changes it), and exit code 2 at the CLI. */

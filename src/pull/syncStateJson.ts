@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { calendarDateExists } from '../calendarDate.js';
+import { JOB } from '../jobs/jobNames.js';
 import type { WalkCheckpoint } from './walkPlan.js';
 
 /**
@@ -97,6 +98,13 @@ export function parseStateJson(job: string, text: string): WalkCheckpoint {
   const s = result.data;
   if (s.job !== undefined && s.job !== job) {
     throw new Error(`the state is of job ${s.job}, not ${job}`);
+  }
+  // planFullWalk resumes only a walk that knows when it began, as what it did not see is marked
+  // removed as of then: a cursor without that time would be dropped, silently, at the next run.
+  if (job === JOB.reconcile && s.cursor !== null && s.walk_started_at === null) {
+    throw new Error(
+      `the state's cursor needs a walk_started_at for ${job}: a reconcile resumes only a walk that says when it began (reviews it does not see are marked removed as of then), and would start over without it; nothing changed`,
+    );
   }
   return {
     watermark: s.watermark,

@@ -30,7 +30,8 @@ export interface StatusReport {
   jobs: JobStatus[];
   /**
    * The platform's side, deliberately not in /readyz: whether the API key was accepted at the last
-   * attempt (null: the platform was not reached then), and when; null before any run.
+   * attempt (null: unknown, the attempt failed before the platform accepted or refused it), and
+   * when; null before any run.
    */
   platform?: { api_key_accepted: boolean | null; checked_at: string | null } | null;
   /** Known webhooks, their health and the webhook miss rate; null before migrations. */
@@ -127,7 +128,8 @@ export function formatStatus(report: StatusReport): string {
   }
   if (report.platform) {
     const { api_key_accepted: accepted, checked_at: at } = report.platform;
-    const verdict = accepted === true ? 'accepted' : accepted === false ? 'REFUSED' : 'not reached';
+    // Unknown, not "not reached": a platform answering 5xx was reached, and said nothing of the key.
+    const verdict = accepted === true ? 'accepted' : accepted === false ? 'REFUSED' : 'unknown';
     lines.push(`platform: API key ${verdict} at the last attempt (${at ?? '-'})`);
   }
   lines.push(...formatMirrorCounts(report.mirror));

@@ -52,9 +52,18 @@ export async function readJobStatuses(q: Queryable, db: Tables): Promise<JobStat
 }
 
 /**
+ * How the errors of ApiProtocolError and ApiSchemaError begin after their route: the platform
+ * answered 2xx with a page this client refused (a cursor missing, a record invalid), so it took
+ * the key. A run keeps only its error's text (sync_runs.error), as for API_KEY_REFUSED.
+ */
+const SERVED_BUT_REFUSED = / (broke the pagination protocol|returned an invalid body): /;
+
+/**
  * Whether the platform accepted the API key at the last attempt: the latest finished run of a job
- * in `jobs` (those that call the API) succeeded (true), was refused the key (false), or failed
- * otherwise (null: the platform was not reached, so nothing is known). Undefined before any run.
+ * in `jobs` (those that call the API) succeeded, read pages before it failed, or failed on a page
+ * the platform served (true); was refused the key (false); or failed otherwise (null: nothing is
+ * known of the key, as the platform was not reached or answered with no word on it, a 5xx).
+ * Undefined before any run.
  */
 export async function readApiKeyState(
   q: Queryable,
@@ -65,10 +74,22 @@ export async function readApiKeyState(
     .whereIn('job', jobs)
     .whereIn('outcome', ['success', 'failed'])
     .orderBy('finished_at', 'desc')
-    .first('outcome', 'error', 'finished_at');
+    .first('outcome', 'error', 'counts', 'finished_at');
   if (last === undefined) return undefined;
-  const refused = typeof last.error === 'string' && last.error.startsWith(API_KEY_REFUSED);
-  return { accepted: last.outcome === 'success' ? true : refused ? false : null, at: last.finished_at };
+  return { accepted: keyVerdict(last), at: last.finished_at };
+}
+
+/** The verdict on the key of one finished run (see readApiKeyState). */
+function keyVerdict(run: {
+  outcome: string;
+  error: string | null;
+  counts: Record<string, number> | null;
+}): boolean | null {
+  if (run.outcome === 'success') return true;
+  const error = run.error ?? '';
+  if (error.startsWith(API_KEY_REFUSED)) return false;
+  if ((run.counts?.pages ?? 0) > 0 || SERVED_BUT_REFUSED.test(error)) return true;
+  return null;
 }
 
 /** The outcome of the latest run of `job` that is no longer running; undefined before one ends. */

@@ -31,6 +31,45 @@ const PROBE_EVERY_MS = 2_000;
  */
 const OVERLAP_AFTER_MS = 10;
 
+/**
+ * Most characters of delivery bodies one statement carries. A batch is one statement, its bodies
+ * one array literal (twice their length once escaped, and the review's comment again beside
+ * them): a burst of deliveries near a large WEBHOOK_MAX_BODY_BYTES made a text longer than a
+ * JavaScript string can be (about 512 MiB), or than PostgreSQL takes in one message (1 GB), and
+ * the whole batch was refused 503 for the size of the others. Past this, the batch is written in
+ * several statements of one transaction, still one commit; a usual batch stays one statement.
+ */
+const STATEMENT_BODY_CHARS = 16 * 1024 * 1024;
+
+/**
+ * The indexes of `batch` by statement: groups of at most `budget` body characters (one delivery
+ * at least), in the order of their review ids. Taken in that order across the statements of one
+ * transaction, as within one statement (storeDeliveries), the row locks of two commits in flight
+ * at once cannot deadlock.
+ */
+export function statementGroups(batch: readonly Delivery[], budget: number): number[][] {
+  const total = batch.reduce((sum, d) => sum + d.body.length, 0);
+  if (total <= budget) return [batch.map((_, i) => i)];
+  const order = batch
+    .map((d, i) => ({ id: d.event.data.id, i }))
+    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.i - b.i));
+  const groups: number[][] = [];
+  let group: number[] = [];
+  let chars = 0;
+  for (const { i } of order) {
+    const length = batch[i]!.body.length;
+    if (group.length > 0 && chars + length > budget) {
+      groups.push(group);
+      group = [];
+      chars = 0;
+    }
+    group.push(i);
+    chars += length;
+  }
+  groups.push(group);
+  return groups;
+}
+
 export interface InboxOptions {
   readonly db: Db;
   readonly log: Logger;
@@ -43,6 +82,8 @@ export interface InboxOptions {
    * one (GroupCommit's timeout).
    */
   readonly commitTimeoutMs?: number;
+  /** Most body characters one statement of a commit carries (STATEMENT_BODY_CHARS by default). */
+  readonly statementBodyChars?: number;
 }
 
 /**
@@ -59,6 +100,7 @@ export class Inbox {
   readonly #db: Db;
   readonly #log: Logger;
   readonly #metrics: Metrics | undefined;
+  readonly #statementBodyChars: number;
   readonly #commits: GroupCommit<Delivery, DeliveryOutcome>;
   #closed = false;
   #lastSuccessMs = 0;
@@ -72,6 +114,7 @@ export class Inbox {
     this.#db = options.db;
     this.#log = options.log;
     this.#metrics = options.metrics;
+    this.#statementBodyChars = options.statementBodyChars ?? STATEMENT_BODY_CHARS;
     const commitTimeoutMs = options.commitTimeoutMs ?? 5_000;
     this.#commits = new GroupCommit((batch) => this.#commit(batch), {
       maxBatch: options.maxBatch ?? 500,
@@ -144,7 +187,24 @@ export class Inbox {
 
   async #commit(batch: readonly Delivery[]): Promise<DeliveryOutcome[]> {
     const endTimer = this.#metrics?.webhookCommitSeconds.startTimer();
-    const outcomes = await storeDeliveries(this.#db.knex, this.#db, batch);
+    const groups = statementGroups(batch, this.#statementBodyChars);
+    const outcomes =
+      groups.length === 1
+        ? await storeDeliveries(this.#db.knex, this.#db, batch)
+        : await this.#db.knex.transaction(async (trx) => {
+            const all = new Array<DeliveryOutcome>(batch.length);
+            for (const group of groups) {
+              const stored = await storeDeliveries(
+                trx,
+                this.#db,
+                group.map((i) => batch[i]!),
+              );
+              group.forEach((i, n) => {
+                all[i] = stored[n]!;
+              });
+            }
+            return all;
+          });
     endTimer?.();
     this.#lastSuccessMs = Date.now();
     this.#metrics?.webhookBatchSize.observe(batch.length);

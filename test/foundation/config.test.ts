@@ -351,6 +351,31 @@ describe('parseConfig', () => {
     );
   });
 
+  it('refuses an http:// WEBHOOK_PUBLIC_URL, which the platform refuses at registration, but for a loopback host', () => {
+    for (const url of [
+      'http://mirror.example.com/webhooks/review-created',
+      'http://10.0.0.5:8080/hook',
+      'HTTP://Example.com/',
+    ]) {
+      expect(() => parseConfig({ WEBHOOK_PUBLIC_URL: url }), url).toThrow(
+        /^invalid configuration: WEBHOOK_PUBLIC_URL must be an https:\/\/ URL: the platform refuses HTTP webhook URLs at registration/,
+      );
+    }
+    expect(() => parseConfig({ WEBHOOK_PUBLIC_URL: 'ftp://mirror.example.com/' })).toThrow(
+      'invalid configuration: WEBHOOK_PUBLIC_URL must be a URL',
+    );
+    // A sandbox beside a receiver without TLS (the demo, the tests) is sent http:// loopback URLs.
+    for (const url of [
+      'https://mirror.example.com/webhooks/review-created',
+      'http://127.0.0.1:8080/webhooks/review-created',
+      'http://localhost:8080/hook',
+      'http://[::1]:8080/hook',
+    ]) {
+      expect(parseConfig({ WEBHOOK_PUBLIC_URL: url }).webhook.publicUrl, url).toBe(url);
+    }
+    expect(parseConfig({ WEBHOOK_PUBLIC_URL: '' }).webhook.publicUrl).toBeUndefined();
+  });
+
   it('takes WEBHOOK_SECRETS separated by commas or line breaks, and refuses a control character inside one', () => {
     expect(parseConfig({ WEBHOOK_SECRETS: 'whsec_old\nwhsec_new\n' }).webhook.secrets).toEqual([
       'whsec_old',

@@ -1,19 +1,26 @@
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { splitPassword } from '../../src/commands/sql.js';
-import { cliEnv, runCli } from '../helpers/cli.js';
+import { CliProcess, cliEnv, runCli } from '../helpers/cli.js';
 import { dropSchema, TEST_DATABASE_URL } from '../helpers/db.js';
+import { waitFor } from '../helpers/wait.js';
 import { syncedMirror } from './syncedMirror.js';
 
 // `sql` is tested on both databases whatever the suite runs on: the machine's server, and a data dir.
 const SERVER_URL = TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const PASSWORD = 'pa@ss w0rd';
+/** A client key's passphrase (the test server asks for no client certificate: libpq only carries it). */
+const SSL_PASSWORD = 'k3y&pass phrase';
 
 /** The URL with a password (the test server trusts local connections, so any password works). */
 const withPassword = (url: string) =>
   url.replace('://postgres@', `://postgres:${encodeURIComponent(PASSWORD)}@`);
+
+/** The review-mirror-sql-* entries of the temporary directory, where the service files are made. */
+const tmpEntries = async () => (await readdir(tmpdir())).filter((e) => e.startsWith('review-mirror-sql-'));
 
 const countOf = (stdout: string) => Number(/^\s*(\d+)\s*$/m.exec(stdout)?.[1]);
 
@@ -41,6 +48,16 @@ describe('splitPassword', () => {
     });
     expect(splitPassword('postgres://u:%zz@db/x')).toEqual({ url: 'postgres://u@db/x', password: '%zz' });
   });
+
+  it("takes the client key's passphrase (sslpassword) out too, decoded", () => {
+    expect(
+      splitPassword('postgres://u:p@db/x?sslmode=verify-full&sslpassword=k3y%26pass%20phrase&sslkey=/k.pem'),
+    ).toEqual({
+      url: 'postgres://u@db/x?sslmode=verify-full&sslkey=/k.pem',
+      password: 'p',
+      sslpassword: 'k3y&pass phrase',
+    });
+  });
 });
 
 describe('review-mirror sql on DATABASE_URL', () => {
@@ -53,10 +70,21 @@ describe('review-mirror sql on DATABASE_URL', () => {
     schema = mirror.db.schema;
     reviews = Number((await mirror.db.knex(mirror.db.table('reviews')).count({ n: '*' }))[0]!.n);
     await mirror.close();
-    // A psql in front of the real one that records how it was started, then runs it.
+    // A psql in front of the real one that records how it was started (and the service file it
+    // was given, while it exists), then runs it; with HOLD_PSQL set it waits to be signalled instead.
     await writeFile(
       join(dir, 'psql'),
-      `#!/bin/sh\nprintf '%s\\n' "$@" > "${dir}/argv"\nprintf '%s\\n%s\\n' "$PGPASSWORD" "$PGOPTIONS" > "${dir}/env"\nexec /usr/bin/psql "$@"\n`,
+      [
+        '#!/bin/sh',
+        `printf '%s\\n' "$@" > "${dir}/argv"`,
+        `printf '%s\\n%s\\n' "$PGPASSWORD" "$PGOPTIONS" > "${dir}/env"`,
+        `printf '%s\\n%s\\n' "$PGSERVICEFILE" "$PGSERVICE" > "${dir}/service-env"`,
+        `rm -f "${dir}/service" "${dir}/service-mode"`,
+        `if [ -n "$PGSERVICEFILE" ]; then cp "$PGSERVICEFILE" "${dir}/service"; stat -c %a "$PGSERVICEFILE" > "${dir}/service-mode"; fi`,
+        `if [ -n "$HOLD_PSQL" ]; then touch "${dir}/held"; exec sleep 120; fi`,
+        'exec /usr/bin/psql "$@"',
+        '',
+      ].join('\n'),
     );
     await chmod(join(dir, 'psql'), 0o755);
   }, 120_000);
@@ -87,6 +115,75 @@ describe('review-mirror sql on DATABASE_URL', () => {
     const [password, options] = (await readFile(join(dir, 'env'), 'utf8')).split('\n');
     expect(password).toBe(PASSWORD);
     expect(options).toBe(`-c search_path=${schema},public`);
+  });
+
+  it("keeps the client key's passphrase off the command line: psql reads it from a 0600 service file, removed after", async () => {
+    const withSsl = `${withPassword(SERVER_URL)}?application_name=x&sslpassword=${encodeURIComponent(SSL_PASSWORD)}`;
+    const result = await runCli(['sql', '-c', 'select 1'], { ...env(), DATABASE_URL: withSsl });
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    const argv = await readFile(join(dir, 'argv'), 'utf8');
+    expect(argv).toContain('select 1');
+    expect(argv).not.toContain('sslpassword');
+    expect(argv).not.toContain(encodeURIComponent(SSL_PASSWORD));
+    expect(argv).not.toContain(SSL_PASSWORD);
+    const [file, service] = (await readFile(join(dir, 'service-env'), 'utf8')).split('\n');
+    expect(service).not.toBe('');
+    expect(await readFile(join(dir, 'service'), 'utf8')).toBe(`[${service}]\nsslpassword=${SSL_PASSWORD}\n`);
+    expect((await readFile(join(dir, 'service-mode'), 'utf8')).trim()).toBe('600');
+    expect(existsSync(file!)).toBe(false);
+    expect(result.stdout + result.stderr).not.toContain(SSL_PASSWORD);
+  });
+
+  it('removes the service file when psql fails, cannot be started, or is told to stop', async () => {
+    const withSsl = {
+      ...env(),
+      DATABASE_URL: `${withPassword(SERVER_URL)}?sslpassword=${encodeURIComponent(SSL_PASSWORD)}`,
+    };
+    const serviceFile = async () => (await readFile(join(dir, 'service-env'), 'utf8')).split('\n')[0]!;
+
+    const failed = await runCli(['sql', '-c', 'select * from no_such_table'], withSsl);
+    expect(failed.code).not.toBe(0);
+    expect(failed.stderr).not.toContain(SSL_PASSWORD);
+    expect(await serviceFile()).not.toBe('');
+    expect(existsSync(await serviceFile())).toBe(false);
+
+    // The recorder is not reached: only that nothing is left in the temporary directory says it.
+    const before = new Set(await tmpEntries());
+    const missing = await runCli(['sql', '-c', 'select 1'], { ...withSsl, PATH: join(dir, 'no-such-dir') });
+    expect(missing.stderr).toContain('psql not found on PATH');
+    expect((await tmpEntries()).filter((e) => !before.has(e))).toEqual([]);
+
+    await rm(join(dir, 'held'), { force: true });
+    const held = new CliProcess(['sql', '-c', 'select 1'], { ...withSsl, HOLD_PSQL: '1' });
+    await waitFor(() => existsSync(join(dir, 'held')), 30_000);
+    const file = await serviceFile();
+    expect(existsSync(file)).toBe(true);
+    held.kill('SIGTERM');
+    const stopped = await held.exited;
+    // psql was told to stop too, and ended first: the command reports it as a shell would.
+    expect(stopped.signal).toBe(null);
+    expect(stopped.code).toBe(128 + 15);
+    expect(existsSync(file)).toBe(false);
+  });
+
+  it("refuses an sslpassword it cannot keep off the command line (a service file cannot carry it, or would shadow the operator's)", async () => {
+    const result = await runCli(['sql', '-c', 'select 1'], {
+      ...env(),
+      DATABASE_URL: `${withPassword(SERVER_URL)}?sslpassword=${encodeURIComponent('ends in a space ')}`,
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('sslpassword');
+    expect(result.stderr).not.toContain('ends in a space');
+    // A service file of the operator's would be shadowed by the one made for the sslpassword.
+    const named = await runCli(['sql', '-c', 'select 1'], {
+      ...env(),
+      DATABASE_URL: `${withPassword(SERVER_URL)}?sslpassword=${encodeURIComponent(SSL_PASSWORD)}`,
+      PGSERVICE: 'mirror',
+    });
+    expect(named.code).toBe(1);
+    expect(named.stderr).toContain('put the sslpassword in that service file');
+    expect(named.stderr).not.toContain(SSL_PASSWORD);
   });
 
   it("ends with psql's failure when the query fails", async () => {
