@@ -20,6 +20,7 @@ import * as enqueueExactNumbers from './019_enqueue_exact_numbers.js';
 import * as contactGivenUp from './020_contact_given_up.js';
 import * as contactOwedClears from './021_contact_owed_clears.js';
 import * as eventFlagAndErrorMeaning from './022_event_flag_and_error_meaning.js';
+import * as runInterruptionsAndKeyPruneIndex from './023_run_interruptions_and_key_prune_index.js';
 
 export interface Migration {
   readonly name: string;
@@ -49,4 +50,5 @@ export const migrations: readonly Migration[] = [
   { name: '020_contact_given_up', up: contactGivenUp.up },
   { name: '021_contact_owed_clears', up: contactOwedClears.up },
   { name: '022_event_flag_and_error_meaning', up: eventFlagAndErrorMeaning.up },
+  { name: '023_run_interruptions_and_key_prune_index', up: runInterruptionsAndKeyPruneIndex.up },
 ];

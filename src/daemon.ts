@@ -55,17 +55,32 @@ const GAUGES_FIRST_READ_BOUND_MS = 5_000;
 const UNREACHABLE_RETRY_MAX_MS = 30_000;
 
 /**
- * A failure to reach the server at all (refused, unresolved, cut while connecting, starting up,
- * no connection slot free): a database restarting as the daemon starts, or full while a rolling
- * deploy doubles the replicas, which start-up waits out. Anything else (a password refused, a
- * migration failing) ends it, as a mistake waiting cannot fix.
+ * Socket errors of a server not reached: refused, reset, unresolved (or the resolver away), no
+ * route to its host or network (an interface, route or VPN not up yet as the container starts),
+ * timed out.
+ */
+const UNREACHED_CODES = [
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'EHOSTDOWN',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'ETIMEDOUT',
+];
+
+/**
+ * A failure to reach the server at all (refused, unresolved, unrouted, cut while connecting,
+ * starting up, no connection slot free): a database restarting as the daemon starts, or full
+ * while a rolling deploy doubles the replicas, which start-up waits out. Anything else (a
+ * password refused, a migration failing) ends it, as a mistake waiting cannot fix.
  */
 function isUnreachable(error: unknown): boolean {
   const { code, name, message } = error as { code?: unknown; name?: unknown; message?: unknown };
   return (
-    ['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ETIMEDOUT'].includes(
-      String(code),
-    ) ||
+    UNREACHED_CODES.includes(String(code)) ||
     // the database system is starting up, or shutting down; connection failures; too many
     // connections (max_connections, or the role's connection limit, reached)
     ['57P03', '57P01', '08001', '08006', '53300'].includes(String(code)) ||
@@ -232,8 +247,15 @@ export async function startDaemon(ctx: Context, shutdown?: AbortSignal): Promise
     if (api && outbox) {
       outbox.start();
       log.info({ worker: outbox.worker }, 'events outbox worker started');
-      // Closed first (closers run in reverse): jobs in a back-off end now, not after the grace period.
-      closers.push({ name: 'API retries', close: async () => api.stopRetrying() });
+      // Closed first (closers run in reverse): jobs in a back-off end now, not after the grace
+      // period, and are recorded interrupted by the shutdown, not failed.
+      closers.push({
+        name: 'API retries',
+        close: async () => {
+          scheduler.shuttingDown();
+          api.stopRetrying();
+        },
+      });
     }
 
     admin.running(db, readinessChecks);

@@ -59,6 +59,12 @@ const eachOf = <L extends string>(label: L, values: readonly string[]) =>
   values.map((value) => ({ [label]: value }) as Record<L, string>);
 
 /**
+ * Tables whose prunes count their failures in `review_mirror_prune_failures_total`: each starts
+ * at 0, so that the first failure is an increase the alert sees.
+ */
+export const PRUNED_TABLES = ['sync_runs', 'events_outbox', 'contact_push_log'] as const;
+
+/**
  * Removes the one series of an unlabelled gauge. prom-client exports it at 0 from its creation
  * (and after `reset()`): for a gauge read from the database, a value nobody measured that reads
  * as one (no misses, a push in 1970). Such a gauge is exported once it has a value.
@@ -155,11 +161,20 @@ export function makeMetrics() {
     jobRuns: startAtZero(
       new Counter({
         name: 'review_mirror_job_runs_total',
-        help: 'Job runs by sync_job and outcome (success, skipped, retryable_failure, fatal_failure).',
+        help: 'Job runs by sync_job and outcome (success, skipped, retryable_failure, fatal_failure, interrupted: stopped by shutdown).',
         labelNames: ['sync_job', 'outcome'] as const,
         registers,
       }),
       Object.values(JOB).flatMap((job) => JOB_OUTCOMES.map((outcome) => ({ sync_job: job, outcome }))),
+    ),
+    pruneFailures: startAtZero(
+      new Counter({
+        name: 'review_mirror_prune_failures_total',
+        help: 'Prunes of old rows that failed, by table; each is tried again later, and the table grows meanwhile.',
+        labelNames: ['table'] as const,
+        registers,
+      }),
+      eachOf('table', PRUNED_TABLES),
     ),
     jobDuration: new Histogram({
       name: 'review_mirror_job_duration_seconds',
@@ -234,11 +249,13 @@ export function makeMetrics() {
       buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600],
       registers,
     }),
-    contactsRowsPerSecond: new Gauge({
-      name: 'review_mirror_contacts_push_rows_per_second',
-      help: 'Rows per second of the last CRM export pushed (read, diffed and sent).',
-      registers,
-    }),
+    contactsRowsPerSecond: unsetGauge(
+      new Gauge({
+        name: 'review_mirror_contacts_push_rows_per_second',
+        help: 'Rows per second of the last CRM export pushed (read, diffed and sent) by this process; absent before its first push.',
+        registers,
+      }),
+    ),
     contactsLastSuccess: unsetGauge(
       new Gauge({
         name: 'review_mirror_contacts_last_success_timestamp_seconds',
@@ -255,16 +272,20 @@ export function makeMetrics() {
       }),
       eachOf('outcome', EVENT_OUTCOMES),
     ),
-    outboxBacklog: new Gauge({
-      name: 'review_mirror_outbox_backlog',
-      help: 'Events in the outbox still to send (pending or being sent), as last read by this replica.',
-      registers,
-    }),
-    outboxOldestPending: new Gauge({
-      name: 'review_mirror_outbox_oldest_pending_seconds',
-      help: 'Age of the oldest event still pending in the outbox (0 when none).',
-      registers,
-    }),
+    outboxBacklog: unsetGauge(
+      new Gauge({
+        name: 'review_mirror_outbox_backlog',
+        help: 'Events in the outbox still to send (pending or being sent), as last read by this replica; absent before its first reading.',
+        registers,
+      }),
+    ),
+    outboxOldestPending: unsetGauge(
+      new Gauge({
+        name: 'review_mirror_outbox_oldest_pending_seconds',
+        help: 'Age of the oldest event still pending in the outbox (0 when none), as last read by this replica; absent before its first reading.',
+        registers,
+      }),
+    ),
     outboxListening: unsetGauge(
       new Gauge({
         name: 'review_mirror_outbox_listening',

@@ -13,7 +13,7 @@ type AdminPhase =
   | { readonly kind: 'starting'; readonly doing: string }
   | {
       readonly kind: 'running';
-      readonly db: Db;
+      readonly ping: () => Promise<string | undefined>;
       readonly readinessChecks: ReadonlyArray<() => Promise<string | undefined>>;
     }
   | { readonly kind: 'stopping' };
@@ -28,8 +28,8 @@ export interface AdminServer {
   /** Start-up is doing (or waiting for) `doing`: `/healthz` says so, `/readyz` answers 503. */
   starting(doing: string): void;
   /**
-   * Start-up is over: `/readyz` checks the database and each of `readinessChecks` (each returns
-   * a reason when not ready) at every request.
+   * Start-up is over: `/readyz` checks that the database answers (see makeDatabasePing) and each
+   * of `readinessChecks` (each returns a reason when not ready) at every request.
    */
   running(db: Db, readinessChecks: ReadonlyArray<() => Promise<string | undefined>>): void;
   /** Shutdown began: `/readyz` answers 503 so that no load balancer sends more. */
@@ -40,6 +40,33 @@ export interface AdminServer {
 
 /** A probe must answer even when the database hangs: a check that takes too long is a failed one. */
 const CHECK_TIMEOUT_MS = 2_000;
+
+/**
+ * Whether the database answers this replica: `select 1` within the probe's bound, or, when that
+ * failed or waited too long, any other query of the process answered meanwhile. The ping goes
+ * through the shared pool, and waits for a free connection behind the jobs' work (a reconcile, a
+ * backfill's COPY, the embedded database's one connection): a replica whose connections are all
+ * busy still commits deliveries, later, and taken for unreachable it was sent none. A database
+ * that is down, or hangs, answers nothing at all.
+ */
+function makeDatabasePing(db: Db): () => Promise<string | undefined> {
+  let lastAnswerAt = Number.NEGATIVE_INFINITY;
+  db.knex.on('query-response', () => {
+    lastAnswerAt = performance.now();
+  });
+  return async () => {
+    const sentAt = performance.now();
+    const answered = await valueWithin(
+      db.knex.raw('select 1').then(
+        () => true,
+        () => false,
+      ),
+      CHECK_TIMEOUT_MS,
+      false,
+    );
+    return answered || lastAnswerAt >= sentAt ? undefined : 'database unreachable';
+  };
+}
 
 /**
  * Health and metrics, on a port that is never exposed to the internet: `/healthz` says the
@@ -63,20 +90,13 @@ export function makeAdminServer({ metrics }: AdminServerOptions): AdminServer {
     if (current.kind === 'stopping') {
       return reply.code(503).send({ status: 'stopping', problems: ['shutting down'] });
     }
-    const { db, readinessChecks } = current;
-    const ping = async () => {
-      await db.knex.raw('select 1');
-      return undefined;
-    };
-    const results = await Promise.all(
-      [ping, ...readinessChecks].map((check, i) =>
-        valueWithin(
-          check(),
-          CHECK_TIMEOUT_MS,
-          i === 0 ? 'database unreachable' : 'readiness check timed out',
-        ).catch((e: unknown) => (i === 0 ? 'database unreachable' : String(e))),
+    const { ping, readinessChecks } = current;
+    const results = await Promise.all([
+      ping(),
+      ...readinessChecks.map((check) =>
+        valueWithin(check(), CHECK_TIMEOUT_MS, 'readiness check timed out').catch((e: unknown) => String(e)),
       ),
-    );
+    ]);
     const problems = results.filter((p): p is string => p !== undefined);
     if (problems.length > 0) return reply.code(503).send({ status: 'not ready', problems });
     return { status: 'ready' };
@@ -91,7 +111,7 @@ export function makeAdminServer({ metrics }: AdminServerOptions): AdminServer {
       phase = { kind: 'starting', doing };
     },
     running: (db, readinessChecks) => {
-      phase = { kind: 'running', db, readinessChecks };
+      phase = { kind: 'running', ping: makeDatabasePing(db), readinessChecks };
     },
     stopping: () => {
       phase = { kind: 'stopping' };

@@ -13,7 +13,7 @@ import {
 } from './lease.js';
 import { REPLICA_ID } from './replicaIdentity.js';
 import type { RunCounts } from './runCounts.js';
-import { type ErrorKind, finishRun, pruneRuns, startRun } from './syncRunsSql.js';
+import { type ErrorKind, finishRun, pruneRuns, type RunEnd, startRun } from './syncRunsSql.js';
 
 /**
  * What a run knows of itself: its `sync_runs.id` (undefined when not exclusive), for rows that
@@ -46,15 +46,26 @@ export type JobRun =
   | { job: string; outcome: 'success'; counts: RunCounts }
   | { job: string; outcome: 'skipped'; counts: RunCounts };
 
-/** Outcomes of the `review_mirror_job_runs_total` counter. */
-export const JOB_OUTCOMES = ['success', 'skipped', 'retryable_failure', 'fatal_failure'] as const;
+/**
+ * Outcomes of the `review_mirror_job_runs_total` counter. `interrupted`: stopped by this process's
+ * shutdown (a deploy), which is no failure of the job; the alerts on failing runs leave it out.
+ */
+export const JOB_OUTCOMES = [
+  'success',
+  'skipped',
+  'retryable_failure',
+  'fatal_failure',
+  'interrupted',
+] as const;
 export type JobOutcome = (typeof JOB_OUTCOMES)[number];
 
 export interface RunnerDeps {
   readonly db: Db;
   readonly log: Logger;
   /** Absent for a one-shot CLI run, which has no registry. */
-  readonly metrics?: Pick<Metrics, 'jobRuns' | 'jobDuration' | 'jobRunning' | 'jobLastSuccess'> | undefined;
+  readonly metrics?:
+    | Pick<Metrics, 'jobRuns' | 'jobDuration' | 'jobRunning' | 'jobLastSuccess' | 'pruneFailures'>
+    | undefined;
   /** Error texts come from outside (a platform's error body) and are stored: scrubbed first. */
   readonly scrubber?: SecretScrubber | undefined;
   /** Whose leases, and for how long; default this process for DEFAULT_LEASE_SECONDS. */
@@ -75,6 +86,24 @@ export function errorKindOf(error: unknown): ErrorKind {
   return error instanceof FatalError ? 'fatal' : 'retryable';
 }
 
+/**
+ * Whether a run ended because the caller stopped it (the daemon's or the CLI's shutdown: its
+ * signal aborted, or a back-off cut short once shutdown began), which is no failure of the job:
+ * two deploys during the daily reconcile must not page as a job that keeps failing. A run that
+ * lost its lease stays a failure, even when shutdown came as well: its work was cut short by
+ * another replica, which is what the alerts must see. So is a fatal error, which the next run
+ * will meet again whatever stopped this one.
+ */
+function stoppedByShutdown(
+  error: unknown,
+  caller: ReadonlyArray<AbortSignal | undefined>,
+  lease: JobLease | undefined,
+): boolean {
+  if (!caller.some((signal) => signal?.aborted === true)) return false;
+  if (error instanceof LeaseLostError || lease?.signal.reason instanceof LeaseLostError) return false;
+  return errorKindOf(error) !== 'fatal';
+}
+
 /** Counts a run that did not happen because the job is already running (here or on another replica). */
 export function countSkipped(deps: RunnerDeps, job: string, where: 'process' | 'replica'): void {
   deps.metrics?.jobRuns.inc({ sync_job: job, outcome: 'skipped' satisfies JobOutcome });
@@ -93,7 +122,15 @@ export function countSkipped(deps: RunnerDeps, job: string, where: 'process' | '
 export async function runJob(
   deps: RunnerDeps,
   job: RunnableJob,
-  options: { wait: boolean; signal?: AbortSignal },
+  options: {
+    wait: boolean;
+    signal?: AbortSignal;
+    /**
+     * Aborted once the caller's shutdown began, when `signal` may abort only later (the daemon
+     * gives runs a grace period): a run that fails meanwhile was stopped by it.
+     */
+    shutdown?: AbortSignal;
+  },
 ): Promise<JobRun> {
   const { db, log, metrics } = deps;
   const name = job.name;
@@ -110,9 +147,10 @@ export async function runJob(
   };
   // Each run of a job prunes the job's expired runs after recording its own end: what expired
   // since its last run, so the log stays as long as its retention whatever the schedule. A prune
-  // that fails is retried by the next run; the run's outcome stands.
+  // that fails is retried by the next run; the run's outcome stands, and the failure is counted:
+  // prunes failing for days (a statement timeout on a table grown too large) grow it further.
   // Resolves whether the run's end was recorded (false: another replica marked it interrupted).
-  const finish = async (runId: number, outcome: Parameters<typeof finishRun>[3]): Promise<boolean> => {
+  const finish = async (runId: number, outcome: RunEnd): Promise<boolean> => {
     const recorded = await finishRun(db.knex, db, runId, outcome);
     if (!recorded) {
       log.warn(
@@ -121,7 +159,10 @@ export async function runJob(
       );
     }
     await pruneRuns(db.knex, db, name, deps.runRetentionDays ?? DEFAULT_RUN_RETENTION_DAYS).catch(
-      (error: unknown) => log.warn({ job: name, err: error }, 'could not prune old runs of the job'),
+      (error: unknown) => {
+        metrics?.pruneFailures.inc({ table: 'sync_runs' });
+        log.warn({ job: name, err: error }, 'could not prune old runs of the job');
+      },
     );
     return recorded;
   };
@@ -149,8 +190,18 @@ export async function runJob(
         }
       }
     } catch (error) {
-      const kind = errorKindOf(error);
       const text = deps.scrubber?.scrub(describeError(error)) ?? describeError(error);
+      if (stoppedByShutdown(error, [options.signal, options.shutdown], lease)) {
+        metrics?.jobRuns.inc({ sync_job: name, outcome: 'interrupted' satisfies JobOutcome });
+        log.info({ job: name, counts }, 'sync job interrupted by shutdown');
+        if (runId !== undefined && !recorded) {
+          await finish(runId, { ok: 'interrupted', error: text, counts }).catch((e: unknown) =>
+            log.error({ job: name, err: e }, 'could not record the interrupted run'),
+          );
+        }
+        throw error;
+      }
+      const kind = errorKindOf(error);
       metrics?.jobRuns.inc({ sync_job: name, outcome: `${kind}_failure` satisfies JobOutcome });
       if (runId !== undefined && !recorded) {
         await finish(runId, { ok: false, kind, error: text, counts }).catch((e: unknown) =>

@@ -42,6 +42,8 @@ export class Scheduler {
   readonly #tasks: ScheduledTask[] = [];
   readonly #running = new Map<string, Promise<void>>();
   readonly #abort = new AbortController();
+  /** Aborted as shutdown begins, before the grace period: runs failing from now on were stopped by it. */
+  readonly #shutdown = new AbortController();
   #started = false;
   #stopping = false;
 
@@ -104,12 +106,20 @@ export class Scheduler {
       countSkipped(this.#deps, name, 'process');
       return current;
     }
-    const run = runJob(this.#deps, spec, { wait: false, signal: this.#abort.signal })
+    const run = runJob(this.#deps, spec, {
+      wait: false,
+      signal: this.#abort.signal,
+      shutdown: this.#shutdown.signal,
+    })
       .then(
         () => {},
         (error: unknown) => {
           // Recorded and counted by the runner; a job failure never takes the process down.
-          if (errorKindOf(error) === 'fatal') {
+          // Stopped by shutdown: the runner recorded it interrupted (or, having lost its lease,
+          // failed); a fatal error stays loud whenever it comes.
+          if (this.#shutdown.signal.aborted && errorKindOf(error) !== 'fatal') {
+            this.#deps.log.info({ job: name, err: error }, 'job run ended by shutdown');
+          } else if (errorKindOf(error) === 'fatal') {
             this.#deps.log.error(
               { job: name, err: error },
               'job failed; retrying will not help until this is fixed',
@@ -124,9 +134,19 @@ export class Scheduler {
     return run;
   }
 
+  /**
+   * Shutdown began: nothing starts any more, and a run that fails from now on was stopped by it (a
+   * back-off cut short, see PartnerApi.stopRetrying), which the runner records as interrupted.
+   * Runs in flight go on; `stop` gives them the grace period.
+   */
+  shuttingDown(): void {
+    this.#stopping = true;
+    this.#shutdown.abort();
+  }
+
   /** Stops scheduling, waits up to `graceMs` for runs in flight, then aborts them and waits again. */
   async stop(graceMs: number): Promise<void> {
-    this.#stopping = true;
+    this.shuttingDown();
     for (const task of this.#tasks) await task.stop();
     const inFlight = [...this.#running.values()];
     if (inFlight.length === 0) {

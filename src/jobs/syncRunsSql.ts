@@ -17,23 +17,29 @@ export async function startRun(q: Queryable, db: Tables, job: string, replica: s
 }
 
 /**
+ * How a run ended: a success, a failure (with its kind and scrubbed text), or stopped by this
+ * process's shutdown (a deploy), which says nothing about the job: no kind, and the text of what
+ * it stopped (a back-off cut short names the answer it waited out).
+ */
+export type RunEnd = { counts: RunCounts } & (
+  | { ok: true }
+  | { ok: false; kind: ErrorKind; error: string }
+  | { ok: 'interrupted'; error: string }
+);
+
+/**
  * Records how run `id` ended, unless another replica that took the job over has marked it
  * interrupted meanwhile (startRun): its verdict stands, so a run that lost its lease never shows
  * as the job's last success. False then.
  */
-export async function finishRun(
-  q: Queryable,
-  db: Tables,
-  id: number,
-  outcome: { counts: RunCounts } & ({ ok: true } | { ok: false; kind: ErrorKind; error: string }),
-): Promise<boolean> {
+export async function finishRun(q: Queryable, db: Tables, id: number, end: RunEnd): Promise<boolean> {
   const updated = await q(db.table('sync_runs'))
     .where({ id, outcome: 'running' })
     .update({
-      outcome: outcome.ok ? 'success' : 'failed',
-      counts: JSON.stringify(outcome.counts),
-      error: outcome.ok ? null : outcome.error,
-      error_kind: outcome.ok ? null : outcome.kind,
+      outcome: end.ok === true ? 'success' : end.ok === false ? 'failed' : 'interrupted',
+      counts: JSON.stringify(end.counts),
+      error: end.ok === true ? null : end.error,
+      error_kind: end.ok === false ? end.kind : null,
       finished_at: q.fn.now(),
     });
   return updated > 0;

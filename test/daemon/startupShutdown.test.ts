@@ -1,11 +1,16 @@
 import { once } from 'node:events';
 import { type AddressInfo, createServer, type Socket } from 'node:net';
+import { Writable } from 'node:stream';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { valueWithin } from '../../src/boundedWait.js';
+import { makeContext } from '../../src/context.js';
+import { startDaemon } from '../../src/daemon.js';
+import { type Db, openDb } from '../../src/db/connect.js';
 import { CliProcess, freePort, runCli } from '../helpers/cli.js';
 import { daemonSetup } from '../helpers/daemon.js';
-import { dropSchema, POSTGRES_URL } from '../helpers/db.js';
+import { dropSchema, POSTGRES_URL, TEST_DATABASE_URL } from '../helpers/db.js';
+import { testSandbox } from '../helpers/sandbox.js';
 import { startTcpProxy } from '../helpers/tcpProxy.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -231,6 +236,61 @@ describe('`run` told to stop during start-up', () => {
     }
   }, 60_000);
 
+  /**
+   * A network with no route to the database (ENETUNREACH: an interface or route not up yet as the
+   * container starts, a VPN or peering coming up) is a database not reached, like a refusal: start-up
+   * waits, where it exited 1 (a crash loop). Linux refuses a TCP connect to the broadcast address
+   * with exactly that error. In process: the wait is what is tested, not the CLI around it.
+   */
+  it('waits for a database whose network is unreachable (ENETUNREACH)', async () => {
+    const setup = await daemonSetup(
+      { url: `http://127.0.0.1:${await freePort()}`, apiKey: 'sk_test_startup' },
+      { DATABASE_URL: 'postgres://postgres@255.255.255.255:5432/test', LOG_LEVEL: 'info' },
+    );
+    const lines: string[] = [];
+    const stdout = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(
+          ...String(chunk)
+            .split('\n')
+            .filter((line) => line !== ''),
+        );
+        done();
+      },
+    });
+    const shutdown = new AbortController();
+    let settled: unknown;
+    const started = startDaemon(makeContext(setup.env, stdout), shutdown.signal).then(
+      (daemon) => {
+        settled = 'started';
+        return daemon.stop('test');
+      },
+      (error: unknown) => {
+        settled = error;
+      },
+    );
+    try {
+      await waitFor(
+        () => settled !== undefined || lines.some((l) => l.includes('start-up waits for it')),
+        20_000,
+      );
+      expect(settled).toBeUndefined();
+      const waiting = lines.map((l) => JSON.parse(l) as { msg: string; err?: string });
+      expect(waiting.find((l) => l.msg === 'database unreachable; start-up waits for it')?.err).toMatch(
+        /ENETUNREACH/,
+      );
+      const health = await admin(setup.adminPort, '/healthz');
+      expect(health.body).toEqual({
+        status: 'starting',
+        doing: expect.stringMatching(/waiting for the database/),
+      });
+    } finally {
+      shutdown.abort(new Error('test over'));
+      await started;
+    }
+    expect(settled).toMatchObject({ name: 'StartupInterrupted', clean: true });
+  });
+
   it('ends at once on SIGTERM while it waits for a database that is down, closing the admin server', async () => {
     const proxy = await startTcpProxy();
     proxy.down();
@@ -310,4 +370,58 @@ describe('`run` whose start-up fails on its own', () => {
       taken.close();
     }
   }, 90_000);
+});
+
+/**
+ * A deploy while a job waits out the platform's back-off: shutdown cuts the wait short (it would
+ * outlast any grace period), and the run it ends is interrupted by the shutdown, not failed. Two
+ * deploys during the daily reconcile paged as a job that keeps failing. In process, on the
+ * configured database: the wiring of `startDaemon` is what is tested.
+ */
+describe('`run` told to stop while a job waits out a back-off', () => {
+  it('records and counts the run it cuts short as interrupted', async () => {
+    const sandbox = await testSandbox({ seedReviews: 30, seed: 12 });
+    await sandbox.control.setFaults({
+      partner: { error429: 1, retryAfterSeconds: 3600, routes: ['/api/v1/partner/reviews'] },
+    });
+    const setup = await daemonSetup(sandbox, {
+      API_RETRY_BUDGET_SECONDS: '7200',
+      SHUTDOWN_GRACE_SECONDS: '3600',
+      SYNC_DIRECTORY_CRON: 'off',
+      LOG_LEVEL: 'info',
+    });
+    const lines: string[] = [];
+    const stdout = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    });
+    let db: Db | undefined;
+    try {
+      const daemon = await startDaemon(makeContext(setup.env, stdout));
+      try {
+        await waitFor(() => lines.some((l) => l.includes('partner API request failed; retrying')), 30_000);
+      } finally {
+        expect(await daemon.stop('deploy')).toBe(true);
+      }
+      const metrics = await daemon.metrics.registry.metrics();
+      expect(metrics).toContain('review_mirror_job_runs_total{sync_job="reviews",outcome="interrupted"} 1');
+      expect(metrics).toContain(
+        'review_mirror_job_runs_total{sync_job="reviews",outcome="retryable_failure"} 0',
+      );
+      db = await openDb({ url: TEST_DATABASE_URL, schema: setup.schema, poolMax: 1, dataDir: setup.dataDir });
+      const run = await db
+        .knex(db.table('sync_runs'))
+        .where({ job: 'reviews' })
+        .orderBy('id', 'desc')
+        .first();
+      expect(run).toMatchObject({ outcome: 'interrupted', error_kind: null });
+      expect(run.error).toBe('GET /reviews answered 429 (not retried: shutting down)');
+    } finally {
+      await db?.close();
+      await sandbox.close();
+      await dropSchema(setup.schema);
+    }
+  });
 });

@@ -272,6 +272,90 @@ describe('the job runner and scheduler', () => {
     ]);
   });
 
+  it('records and counts a run stopped by shutdown as interrupted, not as a failure', async () => {
+    const metrics = makeMetrics();
+    const scheduler = new Scheduler({ db, log: quietLog, metrics });
+    const started = gate();
+    scheduler.add({
+      name: 'reviews:reconcile',
+      schedule: 'off',
+      // As a walk does: it works until its signal aborts, then rejects with the abort.
+      run: async (counts, signal) => {
+        counts.pages = 3;
+        started.open();
+        await new Promise((_resolve, reject) => {
+          signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
+        });
+      },
+    });
+    const run = scheduler.trigger('reviews:reconcile');
+    await started.opened;
+    // A deploy: no grace left, the run in flight is aborted.
+    await scheduler.stop(0);
+    await run;
+    // Two deploys during the daily reconcile are no failure: counted as one, they paged.
+    const text = await metrics.registry.metrics();
+    expect(text).toContain(`${runsLine('reviews:reconcile', 'interrupted')} 1`);
+    expect(text).toContain(`${runsLine('reviews:reconcile', 'retryable_failure')} 0`);
+    expect(text).toContain(`${runsLine('reviews:reconcile', 'fatal_failure')} 0`);
+    expect(text).not.toContain(lastSuccessLine('reviews:reconcile'));
+    const [last] = await db
+      .knex(db.table('sync_runs'))
+      .where({ job: 'reviews:reconcile' })
+      .orderBy('id', 'desc')
+      .limit(1)
+      .select('outcome', 'error', 'error_kind', 'counts', 'finished_at');
+    expect(last).toMatchObject({ outcome: 'interrupted', error_kind: null });
+    expect(last.error).toMatch(/abort/i);
+    expect(last.finished_at).not.toBeNull();
+    expect(typeof last.counts === 'string' ? JSON.parse(last.counts) : last.counts).toEqual({ pages: 3 });
+    // Its lease is free for the next replica at once.
+    const [lease] = await db
+      .knex(db.table('job_leases'))
+      .where({ job: 'reviews:reconcile' })
+      .select(db.knex.raw('expires_at <= now() as free'));
+    expect(lease.free).toBe(true);
+  });
+
+  it('counts a run that lost its lease as a failure even when shutdown came as it stopped', async () => {
+    const metrics = makeMetrics();
+    const shutdown = new AbortController();
+    const started = gate();
+    const run = runJob(
+      // Renewed every second: the renewal finds the takeover soon.
+      { db, log: quietLog, metrics, lease: { holder: 'replica-a', seconds: 3 } },
+      {
+        name: 'professionals',
+        run: async (_counts, signal) => {
+          started.open();
+          await new Promise((_resolve, reject) => {
+            signal?.addEventListener(
+              'abort',
+              () => {
+                // A deploy stops the process while the run stops for its lost lease.
+                shutdown.abort();
+                reject(signal.reason);
+              },
+              { once: true },
+            );
+          });
+        },
+      },
+      { wait: false, signal: shutdown.signal },
+    );
+    await started.opened;
+    // Another replica takes the job over.
+    await db
+      .knex(db.table('job_leases'))
+      .where({ job: 'professionals' })
+      .update({ token: db.knex.raw('token + 1'), holder: 'replica-b' });
+    await expect(run).rejects.toThrow(LeaseLostError);
+    expect(shutdown.signal.aborted).toBe(true);
+    const text = await metrics.registry.metrics();
+    expect(text).toContain(`${runsLine('professionals', 'retryable_failure')} 1`);
+    expect(text).not.toContain(`${runsLine('professionals', 'interrupted')} 1`);
+  });
+
   it('counts a run whose end could not be recorded (the database went away) as a failure', async () => {
     const broken = await freshDb();
     try {
@@ -335,6 +419,40 @@ describe('the job runner and scheduler', () => {
     await runJob(deps, { name: 'contacts:inbox', run: async () => {} }, { wait: false });
     const [succeeded] = (await left()).slice(-1);
     expect(await left()).toEqual([recent, otherJob, failedRun, succeeded]);
+  });
+
+  it("counts a prune of the job's old runs that fails, and the run's success stands", async () => {
+    const broken = await freshDb();
+    try {
+      const metrics = makeMetrics();
+      // The database refuses the prune's delete (as a statement timeout or a lock would fail it).
+      await broken.knex.raw(
+        `create function ??() returns trigger language plpgsql as $$ begin raise exception 'no deletes here'; end $$`,
+        [broken.table('refuse_delete')],
+      );
+      await broken.knex.raw('create trigger refuse_delete before delete on ?? execute function ??()', [
+        broken.table('sync_runs'),
+        broken.table('refuse_delete'),
+      ]);
+      const pruneFailures = 'review_mirror_prune_failures_total{table="sync_runs"}';
+      expect(await metrics.registry.metrics()).toContain(`${pruneFailures} 0`);
+      await runJob(
+        { db: broken, log: quietLog, metrics },
+        { name: 'locations', run: async () => {} },
+        { wait: false },
+      );
+      const text = await metrics.registry.metrics();
+      expect(text).toContain(`${pruneFailures} 1`);
+      expect(text).toContain(`${runsLine('locations', 'success')} 1`);
+      const [last] = await broken
+        .knex(broken.table('sync_runs'))
+        .orderBy('id', 'desc')
+        .limit(1)
+        .select('outcome');
+      expect(last.outcome).toBe('success');
+    } finally {
+      await broken.close();
+    }
   });
 
   it('starts nothing once stopping began', async () => {

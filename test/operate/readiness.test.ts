@@ -1,10 +1,15 @@
 import { rm } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
+import { makeAdminServer } from '../../src/admin/server.js';
+import { type Db, openDb } from '../../src/db/connect.js';
+import { makeMetrics } from '../../src/metrics.js';
 import type { StatusReport } from '../../src/status/report.js';
 import { CliProcess, runCli, waitForHttp } from '../helpers/cli.js';
 import { type DaemonSetup, daemonSetup } from '../helpers/daemon.js';
-import { dropSchema, POSTGRES_URL } from '../helpers/db.js';
+import { dropSchema, freshDb, POSTGRES_URL, uniqueSchema } from '../helpers/db.js';
 import { testSandbox } from '../helpers/sandbox.js';
+import { startTcpProxy } from '../helpers/tcpProxy.js';
 import { waitFor } from '../helpers/wait.js';
 import { makeReview, signedDelivery } from '../webhooks/helpers.js';
 
@@ -117,6 +122,79 @@ describe('readiness when the platform refuses the key or cannot be reached', () 
     } finally {
       daemon.kill('SIGKILL');
       if (sandboxOpen) await sandbox.close();
+    }
+  });
+});
+
+/** `/readyz` of a running daemon's admin server on `db`, as a load balancer asks it. */
+async function readyz(db: Db): Promise<{ status: number; body: unknown }> {
+  const admin = makeAdminServer({ metrics: makeMetrics() });
+  admin.running(db, []);
+  try {
+    const res = await admin.app.inject({ method: 'GET', url: '/readyz' });
+    return { status: res.statusCode, body: res.json() };
+  } finally {
+    await admin.close();
+  }
+}
+
+/**
+ * What `/readyz` says of the database: whether it answers this replica, not whether a connection of
+ * the pool is free within the probe's bound. A replica whose connections are all busy (a reconcile,
+ * a backfill's COPY, the embedded database's one connection) still commits deliveries, late; taken
+ * out of the load balancer, it took none.
+ */
+describe("readiness and the replica's database", () => {
+  it('stays ready while every connection is busy with work the database answers, and the commit behind it lands', async () => {
+    const db = await freshDb();
+    try {
+      const scratch = db.table('readiness_commits');
+      await db.knex.raw('create table ?? (id serial primary key)', [scratch]);
+      // freshDb's pool: 5 connections on a server, the embedded database's one.
+      const connections = db.backend === 'postgres' ? 5 : 1;
+      let started = 0;
+      const busy = Array.from({ length: connections }, () =>
+        db.knex.transaction(async (trx) => {
+          started++;
+          // Longer than the probe's 2 s bound, shorter than a delivery's 5 s commit timeout.
+          const until = Date.now() + 3_500;
+          while (Date.now() < until) {
+            await trx.raw('select 1');
+            await sleep(50);
+          }
+        }),
+      );
+      while (started < connections) await sleep(10);
+      const delivery = db.knex.transaction(async (trx) => trx(scratch).insert({}));
+      const ready = await readyz(db);
+      await Promise.all(busy);
+      await delivery;
+      expect(await db.knex(scratch).count({ n: '*' })).toEqual([{ n: db.backend === 'postgres' ? '1' : 1 }]);
+      expect(ready).toEqual({ status: 200, body: { status: 'ready' } });
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('is not ready while the database does not answer (a frozen connection)', async () => {
+    const proxy = await startTcpProxy();
+    const db = await openDb({
+      url: proxy.url(new URL(POSTGRES_URL).pathname.slice(1)),
+      schema: uniqueSchema(),
+      poolMax: 2,
+      dataDir: undefined,
+    });
+    try {
+      expect(await readyz(db)).toEqual({ status: 200, body: { status: 'ready' } });
+      proxy.freeze();
+      expect(await readyz(db)).toEqual({
+        status: 503,
+        body: { status: 'not ready', problems: ['database unreachable'] },
+      });
+    } finally {
+      proxy.up();
+      await proxy.close();
+      await db.close().catch(() => {});
     }
   });
 });

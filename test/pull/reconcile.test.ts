@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/connect.js';
 import { JOB } from '../../src/jobs/jobNames.js';
+import { JobLease, LeaseLostError } from '../../src/jobs/lease.js';
+import { acquireLease } from '../../src/jobs/leaseSql.js';
 import { runJob } from '../../src/jobs/runner.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
 import { reconcileReviews } from '../../src/pull/reconcileReviews.js';
@@ -137,5 +139,60 @@ describe('reconcile: a stored review the feed now sends invalid', () => {
     const row = await fx.db.knex(fx.db.table('reviews')).where({ id: feed[1]!.id }).first();
     expect(row).toMatchObject({ removed_at: null, comment: feed[1]!.comment });
     expect(await fx.db.knex(fx.db.table('review_quarantine')).pluck('review_id')).toEqual([feed[1]!.id]);
+  });
+});
+
+/**
+ * The removals are marked in the transaction of the last page, after its fence: the fence's row
+ * lock on the lease holds any takeover back until that transaction ends (test/jobs/lease.test.ts),
+ * so a replica marks removals only while it holds the job, and one that lost it marks nothing.
+ */
+describe('reconcile: a replica that lost the job', () => {
+  it('marks no removal on its last page, and the new holder marks it', async () => {
+    // One page: the first write is the last page's.
+    const sandbox = await testSandbox({ seedReviews: 20, seed: 9 });
+    const db = await freshDb();
+    const api = testApi(sandbox);
+    try {
+      await runJob(
+        { db, log: quietLog },
+        { name: JOB.reviews, run: (c, s) => syncReviews(pullContext(db, api), c, s) },
+        { wait: true },
+      );
+      const [victim] = await sandbox.control.visibleReviews(sandbox.companyId);
+      await sandbox.control.suppress(victim!.id);
+      const settings = { holder: 'replica-a', seconds: 30 };
+      const lost = await JobLease.tryAcquire(db, JOB.reconcile, settings, quietLog);
+      // The lease runs out (replica-a stalled) and replica-b takes the job over.
+      await db
+        .knex(db.table('job_leases'))
+        .where({ job: JOB.reconcile })
+        .update({ expires_at: db.knex.raw("now() - interval '1 second'") });
+      expect(await acquireLease(db.knex, db, JOB.reconcile, 'replica-b', 30)).toBeDefined();
+      try {
+        await expect(reconcileReviews(pullContext(db, api), {}, undefined, lost!.fence)).rejects.toThrow(
+          LeaseLostError,
+        );
+      } finally {
+        await lost!.release();
+      }
+      const removed = () => db.knex(db.table('reviews')).whereNotNull('removed_at').pluck('id');
+      expect(await removed()).toEqual([]);
+      await db
+        .knex(db.table('job_leases'))
+        .where({ job: JOB.reconcile })
+        .update({ expires_at: db.knex.fn.now() });
+      const run = await runJob(
+        { db, log: quietLog },
+        { name: JOB.reconcile, run: (c, s) => reconcileReviews(pullContext(db, api), c, s) },
+        { wait: true },
+      );
+      expect(run.counts.removed).toBe(1);
+      expect(await removed()).toEqual([victim!.id]);
+    } finally {
+      await api.close();
+      await db.close();
+      await sandbox.close();
+    }
   });
 });

@@ -162,8 +162,9 @@ describe('incremental review sync against the sandbox', () => {
         const mid = await readCheckpoint(fresh.knex, fresh, JOB.reviews);
         expect(mid.cursor).not.toBeNull();
         expect(mid.watermark).toBeNull();
-        const failed = await fresh.knex(fresh.table('sync_runs')).where({ job: JOB.reviews }).first();
-        expect(failed).toMatchObject({ outcome: 'failed', error: 'stop' });
+        // Stopped by its caller (a shutdown), not failing: recorded interrupted, not failed.
+        const stopped = await fresh.knex(fresh.table('sync_runs')).where({ job: JOB.reviews }).first();
+        expect(stopped).toMatchObject({ outcome: 'interrupted', error: 'stop', error_kind: null });
 
         const resumed = await syncInto(fresh);
         expect(resumed.counts.resumed).toBe(1);

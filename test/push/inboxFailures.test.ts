@@ -14,6 +14,7 @@ import {
 import type { Db } from '../../src/db/connect.js';
 import { runJob } from '../../src/jobs/runner.js';
 import { SecretScrubber } from '../../src/log.js';
+import { type Metrics, makeMetrics } from '../../src/metrics.js';
 import type { PartnerApi } from '../../src/partner-api/client.js';
 import { contactsInboxJob } from '../../src/push/contacts/inbox.js';
 import { freshDb } from '../helpers/db.js';
@@ -53,6 +54,7 @@ describe('the CRM inbox when a push fails', () => {
       logRetentionDays?: number;
       log?: typeof quietLog;
       scrubber?: SecretScrubber;
+      metrics?: Metrics;
     } = {},
   ) =>
     contactsInboxJob(
@@ -61,6 +63,7 @@ describe('the CRM inbox when a push fails', () => {
         api: over.api ?? api,
         log: over.log ?? quietLog,
         scrubber: over.scrubber ?? new SecretScrubber(),
+        metrics: over.metrics,
       },
       {
         dir,
@@ -658,7 +661,8 @@ describe('the CRM inbox when a push fails', () => {
     // the database's, not the file's, whose contacts are all on the platform by then. The push's
     // outcome stands, and the failure is logged.
     const { log, lines } = capturedLog();
-    const pruneFails = job({ logRetentionDays: 999_999_999, log });
+    const metrics = makeMetrics();
+    const pruneFails = job({ logRetentionDays: 999_999_999, log, metrics });
     expect(await outcomeOf(pruneFails)).toBe('success');
     expect(await outcomeOf(pruneFails)).toBe('success');
     expect(await emailsOnPlatform('pruned-')).toEqual(['pruned-1@example.com', 'pruned-2@example.com']);
@@ -671,6 +675,9 @@ describe('the CRM inbox when a push fails', () => {
       }),
     );
     expect(lines.filter((line) => line.msg === 'CRM export could not be pushed')).toEqual([]);
+    // Counted, for the alert on prunes that keep failing: once per push that pruned.
+    const failures = (await metrics.pruneFailures.get()).values;
+    expect(failures.find((v) => v.labels.table === 'contact_push_log')?.value).toBeGreaterThanOrEqual(1);
   });
 
   it('fails the run, leaving the export in processing/, on a TypeError that is no fault of the file', async () => {

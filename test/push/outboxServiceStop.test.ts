@@ -100,8 +100,9 @@ describe('the outbox worker while its prune fails', () => {
   }, async () => {
     const { log, lines } = capturedLog();
     const config = parseConfig({ EVENTS_POLL_SECONDS: '60' });
+    const metrics = makeMetrics();
     service = new OutboxService(
-      { db, api, log, scrubber: new SecretScrubber(), metrics: makeMetrics() },
+      { db, api, log, scrubber: new SecretScrubber(), metrics },
       { ...config.events, listenUrl: undefined },
     );
     service.start();
@@ -121,6 +122,9 @@ describe('the outbox worker while its prune fails', () => {
       'could not prune the events outbox; the events are sent meanwhile',
     ]);
     expect(lines[0]).toMatchObject({ failures: 1, retryInSeconds: 60 });
+    // Counted, for the alert on prunes that keep failing.
+    const failures = (await metrics.pruneFailures.get()).values;
+    expect(failures.find((v) => v.labels.table === 'events_outbox')?.value).toBe(1);
     expect(await state('old-1')).toEqual({ state: 'sent' });
   });
 });

@@ -54,7 +54,14 @@ export interface PushContactsDeps {
   readonly log: Logger;
   readonly scrubber: SecretScrubber;
   readonly metrics?:
-    | Pick<Metrics, 'contactsRows' | 'contactsPushDuration' | 'contactsRowsPerSecond' | 'contactsLastSuccess'>
+    | Pick<
+        Metrics,
+        | 'contactsRows'
+        | 'contactsPushDuration'
+        | 'contactsRowsPerSecond'
+        | 'contactsLastSuccess'
+        | 'pruneFailures'
+      >
     | undefined;
 }
 
@@ -230,12 +237,13 @@ export async function pushContacts(
   // Housekeeping: a failure leaves old rows for the next push to prune; this push's outcome,
   // recorded row by row, stands.
   if (!options.dryRun) {
-    await prunePushLog(db.knex, db, options.logRetentionDays).catch((error: unknown) =>
+    await prunePushLog(db.knex, db, options.logRetentionDays).catch((error: unknown) => {
+      deps.metrics?.pruneFailures.inc({ table: 'contact_push_log' });
       deps.log.error(
         { err: deps.scrubber.scrub(describeError(error)) },
         'could not prune the contacts push log',
-      ),
-    );
+      );
+    });
   }
   for (const [name, n] of Object.entries({ read: summary.read, ...rowOutcomes(summary) })) {
     addCount(counts, name, n);

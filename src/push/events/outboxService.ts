@@ -15,7 +15,7 @@ const PRUNE_RETRY_MS = 60 * 1000;
 export type OutboxServiceDeps = OutboxSenderDeps & {
   readonly metrics?:
     | (NonNullable<OutboxSenderDeps['metrics']> &
-        Pick<Metrics, 'outboxBacklog' | 'outboxOldestPending' | 'outboxListening'>)
+        Pick<Metrics, 'outboxBacklog' | 'outboxOldestPending' | 'outboxListening' | 'pruneFailures'>)
     | undefined;
 };
 
@@ -147,7 +147,7 @@ export class OutboxService {
    * tried again after PRUNE_RETRY_MS, doubling while it keeps failing, up to the hourly prune.
    */
   async #prune(): Promise<void> {
-    const { db, log, scrubber } = this.deps;
+    const { db, log, metrics, scrubber } = this.deps;
     try {
       const pruned = await pruneOutbox(db.knex, db, this.config.retentionDays, this.config.keyRetentionDays, {
         signal: this.#stop.signal,
@@ -157,6 +157,8 @@ export class OutboxService {
       if (pruned.pruned + pruned.keysForgotten > 0) log.info(pruned, 'outbox pruned');
     } catch (error) {
       this.#pruneFailures++;
+      // Its keys (event_keys) are pruned by the same statements: one table's count for both.
+      metrics?.pruneFailures.inc({ table: 'events_outbox' });
       const retryMs = Math.min(PRUNE_EVERY_MS, PRUNE_RETRY_MS * 2 ** Math.min(this.#pruneFailures - 1, 6));
       this.#pruneDueAt = Date.now() + retryMs;
       log.warn(
