@@ -25,6 +25,9 @@ export async function reconcileReviews(
   const plan = planFullWalk(state);
   // Stamped by the database, the clock that also stamps feed_seen_at and first_seen_at.
   const walkStartedAt = plan.resumed ? state.walkStartedAt! : await readDatabaseNow(db.knex);
+  // Counted once the walk returns, its last transaction committed: the lease check comes after
+  // the marking in that transaction, and a lost lease rolls the marking back.
+  let removed = 0;
   await walkReviewFeed(
     ctx,
     {
@@ -34,9 +37,7 @@ export async function reconcileReviews(
       walkStartedAt,
       fence,
       complete: async (trx, walkNewest) => {
-        const removed = await markRemovedReviews(trx, db, walkStartedAt);
-        addCount(counts, 'removed', removed);
-        metrics?.reviewsRemoved.inc(removed);
+        removed = await markRemovedReviews(trx, db, walkStartedAt);
         const watermark = advanceWatermark(state.watermark, walkNewest, walkStartedAt);
         await writeCheckpoint(trx, db, JOB.reconcile, { ...EMPTY_CHECKPOINT, watermark });
       },
@@ -44,6 +45,7 @@ export async function reconcileReviews(
     counts,
     signal,
   );
-  counts.removed ??= 0;
+  addCount(counts, 'removed', removed);
+  metrics?.reviewsRemoved.inc(removed);
   metrics?.lastCompleteWalk.set({ sync_job: JOB.reconcile }, Date.now() / 1000);
 }

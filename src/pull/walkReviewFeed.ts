@@ -148,7 +148,6 @@ export async function walkReviewFeed(
       );
       // Rejects when the group before failed: this one then rolls back with it.
       await previous;
-      await walk.fence(trx);
       if (batch.nextCursor === null) await walk.complete(trx, batch.walkNewest);
       else if (walk.backfill === undefined)
         await writeCheckpoint(trx, db, walk.job, {
@@ -158,6 +157,9 @@ export async function walkReviewFeed(
           walkNewest: batch.walkNewest,
           walkStartedAt: walk.walkStartedAt,
         });
+      // Last (lease.ts): a reconcile's completion marks removals across the table, which must not
+      // hold the lease's renewal back; a lost lease still rolls all of it back.
+      await walk.fence(trx);
       return { ...result, quarantined };
     });
 
