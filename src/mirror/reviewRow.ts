@@ -34,8 +34,11 @@ export function toReviewRow(review: Review, observedAt: Date): ReviewRow {
 }
 
 /**
- * One row per id, the most recently observed version winning. Postgres refuses an upsert that
- * touches the same row twice, and a burst of deliveries can carry the same review twice.
+ * One row per id, the most recently observed version winning, in id order. Postgres refuses an
+ * upsert that touches the same row twice, and a burst of deliveries can carry the same review
+ * twice. In id order, every upsert of reviews (a poll's page, newest first; a webhook commit) takes
+ * its row locks in one order: a poll and a webhook commit writing the same reviews at once wait
+ * for each other instead of deadlocking, which PostgreSQL ends after a second by failing one.
  */
 export function latestPerId(rows: readonly ReviewRow[]): ReviewRow[] {
   const byId = new Map<string, ReviewRow>();
@@ -43,5 +46,10 @@ export function latestPerId(rows: readonly ReviewRow[]): ReviewRow[] {
     const seen = byId.get(row.id);
     if (!seen || row.observed_at.getTime() >= seen.observed_at.getTime()) byId.set(row.id, row);
   }
-  return [...byId.values()];
+  return [...byId.values()].sort((a, b) => compareText(a.id, b.id));
+}
+
+/** Code-unit order: one order of keys for every statement that locks rows by them. */
+export function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }

@@ -3,6 +3,7 @@ import { isDataError } from '../db/dataError.js';
 import { GroupCommit } from '../db/groupCommit.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
+import { compareText } from '../mirror/reviewRow.js';
 import { type Delivery, type DeliveryOutcome, storeDeliveries } from './inboxSql.js';
 
 export class InboxClosedError extends Error {
@@ -52,7 +53,7 @@ export function statementGroups(batch: readonly Delivery[], budget: number): num
   if (total <= budget) return [batch.map((_, i) => i)];
   const order = batch
     .map((d, i) => ({ id: d.event.data.id, i }))
-    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.i - b.i));
+    .sort((a, b) => compareText(a.id, b.id) || a.i - b.i);
   const groups: number[][] = [];
   let group: number[] = [];
   let chars = 0;

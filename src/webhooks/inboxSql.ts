@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { preparedRaw, type Queryable, type Tables } from '../db/queryable.js';
 import { arrayLiteral } from '../mirror/arrayLiteral.js';
-import { latestPerId, toReviewRow } from '../mirror/reviewRow.js';
+import { compareText, latestPerId, toReviewRow } from '../mirror/reviewRow.js';
 import { reviewUpsertStatement } from '../mirror/reviewsSql.js';
 import type { ReviewCreatedEvent } from './event.js';
 
@@ -50,9 +50,7 @@ export async function storeDeliveries(
     .map(([, index]) => deliveries[index]!);
   const upsert = reviewUpsertStatement(
     db,
-    latestPerId(deliveries.map((d) => toReviewRow(d.event.data, d.observedAt))).sort((a, b) =>
-      compareText(a.id, b.id),
-    ),
+    latestPerId(deliveries.map((d) => toReviewRow(d.event.data, d.observedAt))),
     'webhook',
   );
   // Both inserts run whole in the one statement (data-modifying CTEs always do); only the inbox's
@@ -82,11 +80,6 @@ export async function storeDeliveries(
   return deliveries.map((d, index) =>
     firstOfEvent.get(keyOf(d)) === index && fresh.has(keyOf(d)) ? 'accepted' : 'duplicate',
   );
-}
-
-/** Code-unit order, which for lowercase UUIDs is PostgreSQL's order of them too. */
-function compareText(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** A stored delivery, as `webhooks replay` reads it back. */
