@@ -99,15 +99,41 @@ async function stop(replica: Replica, signal: NodeJS.Signals): Promise<void> {
   await exited;
 }
 
-async function waitUntil(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+/** Waits for `probe`; false (and a difference) when it is not reached in time. */
+async function waitUntil(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (!(await probe())) {
     if (Date.now() > deadline) {
       differ(`${what}: not reached within ${timeoutMs / 1000} s`);
-      return;
+      return false;
     }
     await sleep(500);
   }
+  return true;
+}
+
+/**
+ * Why a replica is not ready, for the summary: its /readyz answer, whether it still runs, and the
+ * last lines of its log (the daemon's own, scrubbed of secrets, as the scan at the end checks).
+ */
+async function unreadyReplica(index: number, replica: Replica): Promise<string | undefined> {
+  const answer = await fetch(`${replica.adminUrl}/readyz`).then(
+    async (res) => (res.ok ? undefined : `${res.status} ${await res.text()}`),
+    (error: unknown) => String(error),
+  );
+  if (answer === undefined) return undefined;
+  const child = replica.child;
+  const state =
+    child === undefined || (child.exitCode === null && child.signalCode === null)
+      ? 'running'
+      : `exited ${child.exitCode ?? child.signalCode}`;
+  const tail = replica.log
+    .trimEnd()
+    .split('\n')
+    .slice(-5)
+    .map((line) => line.slice(0, 300))
+    .join(' | ');
+  return `replica ${index}: /readyz ${answer.slice(0, 300)}; ${state}; last log lines: ${tail}`;
 }
 
 const csvCell = (v: string) => (/[",\n]/.test(v) ? `"${v.replaceAll('"', '""')}"` : v);
@@ -201,11 +227,17 @@ async function main(): Promise<void> {
         (res) => res.ok,
         () => false,
       );
-    await waitUntil(
+    const startedAll = await waitUntil(
       'first start',
       async () => (await Promise.all(replicas.map(ready))).every(Boolean),
       120_000,
     );
+    if (!startedAll) {
+      for (const [i, r] of replicas.entries()) {
+        const why = await unreadyReplica(i, r);
+        if (why !== undefined) differ(why);
+      }
+    }
     // The run's time counts from here: the embedded database's first start takes a while.
     const started = Date.now();
 
