@@ -14,13 +14,56 @@ export function cliEnv(vars: Record<string, string | undefined>): NodeJS.Process
   return env;
 }
 
-/** A port nothing listens on now (a daemon's port must be known before it starts). */
-export async function freePort(): Promise<number> {
+/** Whether a loopback listener can take `port` now (0: any), and the port it got. */
+function listenOn(port: number): Promise<number | undefined> {
   const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+  return new Promise((resolve) => {
+    server.once('error', () => resolve(undefined));
+    server.listen(port, '127.0.0.1', () => {
+      const { port: got } = server.address() as { port: number };
+      server.close(() => resolve(got));
+    });
+  });
+}
+
+/** The lowest port the kernel hands out to outgoing connections (Linux's default 32768). */
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+const FIRST_CHOSEN_PORT = 10_000;
+
+/** The next port freePort tries: from a random start, then one after another, never one given twice. */
+let nextPort: number | undefined;
+
+/**
+ * A port nothing listens on now, for a child told its port before it starts (a daemon's webhook
+ * URL). Below the ephemeral range: a port from it (what listening on port 0 gives) may be taken in
+ * between by any outgoing connection of this machine, the child's own to its database among them,
+ * made before it listens: the likely cause of a soak run whose replica, started after the
+ * benchmarks, never became ready.
+ * One after another from a random start, so that the ports chosen for children not started yet
+ * are never chosen twice. Another listener may still take one: benchmarks and the soak only.
+ */
+export async function freePort(): Promise<number> {
+  const low = ephemeralLow();
+  const span = low - FIRST_CHOSEN_PORT;
+  if (span > 1_000) {
+    nextPort ??= FIRST_CHOSEN_PORT + Math.floor(Math.random() * span);
+    for (let attempt = 0; attempt < 200; attempt++) {
+      const port = nextPort;
+      nextPort = FIRST_CHOSEN_PORT + ((nextPort - FIRST_CHOSEN_PORT + 1) % span);
+      if ((await listenOn(port)) !== undefined) return port;
+    }
+  }
+  const any = await listenOn(0);
+  if (any === undefined) throw new Error('no loopback port to listen on');
+  return any;
 }
 
 /** Linux's high-water mark of a process's resident memory, in bytes; undefined once it has exited. */
