@@ -104,6 +104,17 @@ function stoppedByShutdown(
   return errorKindOf(error) !== 'fatal';
 }
 
+/** What runs stopped by shutdown rejected with (recorded and logged as interrupted by runJob). */
+const interruptions = new WeakSet<object>();
+
+/**
+ * Whether a run rejected with `error` because shutdown stopped it: runJob recorded, counted and
+ * logged it as interrupted, so its caller has nothing to report. Its verdict, not a second one.
+ */
+export function interruptedByShutdown(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && interruptions.has(error);
+}
+
 /** Counts a run that did not happen because the job is already running (here or on another replica). */
 export function countSkipped(deps: RunnerDeps, job: string, where: 'process' | 'replica'): void {
   deps.metrics?.jobRuns.inc({ sync_job: job, outcome: 'skipped' satisfies JobOutcome });
@@ -193,7 +204,8 @@ export async function runJob(
       const text = deps.scrubber?.scrub(describeError(error)) ?? describeError(error);
       if (stoppedByShutdown(error, [options.signal, options.shutdown], lease)) {
         metrics?.jobRuns.inc({ sync_job: name, outcome: 'interrupted' satisfies JobOutcome });
-        log.info({ job: name, counts }, 'sync job interrupted by shutdown');
+        log.info({ job: name, counts, err: text }, 'sync job interrupted by shutdown');
+        if (typeof error === 'object' && error !== null) interruptions.add(error);
         if (runId !== undefined && !recorded) {
           await finish(runId, { ok: 'interrupted', error: text, counts }).catch((e: unknown) =>
             log.error({ job: name, err: e }, 'could not record the interrupted run'),

@@ -1,6 +1,13 @@
 import cron, { type ScheduledTask } from 'node-cron';
 import type { Logger } from '../log.js';
-import { countSkipped, errorKindOf, type RunnableJob, type RunnerDeps, runJob } from './runner.js';
+import {
+  countSkipped,
+  errorKindOf,
+  interruptedByShutdown,
+  type RunnableJob,
+  type RunnerDeps,
+  runJob,
+} from './runner.js';
 
 /** A job of the daemon: what to run, and when. Features export their specs; `daemon.ts` registers them. */
 export interface JobSpec extends RunnableJob {
@@ -115,11 +122,10 @@ export class Scheduler {
         () => {},
         (error: unknown) => {
           // Recorded and counted by the runner; a job failure never takes the process down.
-          // Stopped by shutdown: the runner recorded it interrupted (or, having lost its lease,
-          // failed); a fatal error stays loud whenever it comes.
-          if (this.#shutdown.signal.aborted && errorKindOf(error) !== 'fatal') {
-            this.#deps.log.info({ job: name, err: error }, 'job run ended by shutdown');
-          } else if (errorKindOf(error) === 'fatal') {
+          // Stopped by shutdown, the runner recorded and logged it interrupted; a run that lost
+          // its lease meanwhile is a failure, as it counted it.
+          if (interruptedByShutdown(error)) return;
+          if (errorKindOf(error) === 'fatal') {
             this.#deps.log.error(
               { job: name, err: error },
               'job failed; retrying will not help until this is fixed',

@@ -92,6 +92,13 @@ export class ApiRequestError extends FatalError {
   }
 }
 
+/**
+ * What an ApiSchemaError and an ApiProtocolError say after their route: a 2xx this client refused.
+ * `status` finds them in `sync_runs.error` by it (the platform took the key).
+ */
+export const INVALID_BODY = 'returned an invalid body';
+export const BROKEN_PAGINATION = 'broke the pagination protocol';
+
 /** A complete body that does not match the contract: retrying the same request cannot fix it. */
 export class ApiSchemaError extends FatalError {
   override readonly name = 'ApiSchemaError';
@@ -100,7 +107,7 @@ export class ApiSchemaError extends FatalError {
   /** Path of the first offending field, e.g. `reviews[3].rating`. */
   readonly field: string;
   constructor(field: string, problem: string, details: ApiErrorDetails & { status: number }) {
-    super(`${details.route} returned an invalid body: ${field}: ${problem}`, { cause: details.cause });
+    super(`${details.route} ${INVALID_BODY}: ${field}: ${problem}`, { cause: details.cause });
     this.route = details.route;
     this.status = details.status;
     this.field = field;
@@ -116,7 +123,7 @@ export class ApiProtocolError extends FatalError {
   override readonly name = 'ApiProtocolError';
   readonly route: string;
   constructor(route: string, problem: string) {
-    super(`${route} broke the pagination protocol: ${problem}`);
+    super(`${route} ${BROKEN_PAGINATION}: ${problem}`);
     this.route = route;
   }
 }

@@ -1,5 +1,5 @@
 import type { Queryable, Tables } from '../db/queryable.js';
-import { API_KEY_REFUSED } from '../partner-api/errors.js';
+import { API_KEY_REFUSED, BROKEN_PAGINATION, INVALID_BODY } from '../partner-api/errors.js';
 
 /**
  * The reads behind `status` that span tables owned elsewhere (`sync_state` with `sync_runs`), and
@@ -52,11 +52,11 @@ export async function readJobStatuses(q: Queryable, db: Tables): Promise<JobStat
 }
 
 /**
- * How the errors of ApiProtocolError and ApiSchemaError begin after their route: the platform
- * answered 2xx with a page this client refused (a cursor missing, a record invalid), so it took
- * the key. A run keeps only its error's text (sync_runs.error), as for API_KEY_REFUSED.
+ * The platform answered 2xx with a page this client refused (a cursor missing, a record invalid),
+ * so it took the key. A run keeps only its error's text (sync_runs.error), as for API_KEY_REFUSED.
  */
-const SERVED_BUT_REFUSED = / (broke the pagination protocol|returned an invalid body): /;
+const servedButRefused = (error: string): boolean =>
+  error.includes(` ${BROKEN_PAGINATION}: `) || error.includes(` ${INVALID_BODY}: `);
 
 /**
  * Whether the platform accepted the API key at the last attempt: the latest finished run of a job
@@ -88,7 +88,7 @@ function keyVerdict(run: {
   if (run.outcome === 'success') return true;
   const error = run.error ?? '';
   if (error.startsWith(API_KEY_REFUSED)) return false;
-  if ((run.counts?.pages ?? 0) > 0 || SERVED_BUT_REFUSED.test(error)) return true;
+  if ((run.counts?.pages ?? 0) > 0 || servedButRefused(error)) return true;
   return null;
 }
 

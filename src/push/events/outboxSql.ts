@@ -77,9 +77,10 @@ export interface RecordedDecision {
 
 /**
  * Enqueues the events whose keys were never enqueued (or were forgotten after the key retention),
- * and whose `sameAs` key is not remembered either, the first of a key within `events` winning. A key enters event_keys in the same statement and
- * stays there for as long as it is remembered, so it is the gate: only a key newly inserted there
- * is enqueued (as by enqueue_event), and no prune of its outbox row can let it through again.
+ * and whose `sameAs` key is not remembered either, the first of a key within `events` winning. A
+ * key enters event_keys in the same statement and stays there for as long as it is remembered, so
+ * it is the gate: only a key newly inserted there is enqueued (as by enqueue_event), and no prune
+ * of its outbox row can let it through again.
  */
 export async function enqueueEvents(q: Queryable, db: Tables, events: readonly NewEvent[]): Promise<number> {
   if (events.length === 0) return 0;
